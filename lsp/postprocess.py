@@ -1,0 +1,353 @@
+"""Turn a model's raw canvas text into text an editor can insert.
+
+:func:`clean_completion` returns the text that **replaces** the range from the cursor to
+``cursor + plan.replace_suffix_chars`` (the auto-inserted closers right of the cursor): it ends with those
+closers unless the model's text already closed them, and it never ends with text that the document
+already has right after that range. ``""`` means "no suggestion".
+"""
+
+from __future__ import annotations
+
+import re
+
+from .context import CompletionPlan, CursorContext, indent_unit, leading_closers
+from .prompt import CURSOR_MARKER, SELECTION_END, SELECTION_START
+
+__all__ = ["clean_completion", "extract_code", "strip_special_tokens", "suffix_overlap"]
+
+# The canvas ends at the first of these (chat turn ends / EOS that a backend left in the text).
+_CUT_TOKENS = ("<end_of_turn>", "<eos>", "<start_of_turn>", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>")
+_DROP_TOKENS = ("<pad>", "<mask>", "<bos>", "<unk>")
+_MARKERS = (CURSOR_MARKER, SELECTION_START, SELECTION_END)
+
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n", re.M)
+# A first line of chat prose ("Sure! Here is the code:") that precedes the answer.
+_PROSE = re.compile(
+    r"^\s*(sure|certainly|okay|ok|of course|here(?:'s| is| are)|the (?:missing|completed?|completion|code|answer|"
+    r"rewritten|fixed|corrected|updated)|below|answer|completion|output|result|this (?:code|completes))\b[^\n]*"
+    r"[:.!]\s*$",
+    re.I,
+)
+_BREAKS = re.compile(r"\r\n|\r|\n")
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+_HASH_COMMENT_LANGS = frozenset({"python", "shellscript", "yaml", "toml", "ruby", "perl", "r", "makefile"})
+
+
+def strip_special_tokens(raw: str) -> str:
+    """Cut at the first turn/EOS token and drop padding-like tokens a backend left in the text."""
+    for tok in _CUT_TOKENS:
+        i = raw.find(tok)
+        if i != -1:
+            raw = raw[:i]
+    for tok in _DROP_TOKENS:
+        raw = raw.replace(tok, "")
+    return raw
+
+
+def _drop_markers(text: str) -> str:
+    for m in _MARKERS:
+        text = text.replace(m, "")
+    # A marker cut off by the canvas end ("...<|CURS").
+    for m in _MARKERS:
+        for k in range(len(m) - 1, 1, -1):
+            if text.endswith(m[:k]):
+                return text[:-k]
+    return text
+
+
+def _unfence(text: str) -> str | None:
+    """Content of the first fenced block (to its closing fence, or to the end when unclosed), else None."""
+    m = _FENCE_OPEN.search(text)
+    if not m:
+        # An opening fence with nothing after it on the last line ("```python" at the very end).
+        if re.fullmatch(r"\s*(`{3,}|~{3,})[^\n`]*\s*", text):
+            return ""
+        return None
+    fence = m.group(1)
+    body = text[m.end() :]
+    close = re.search(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", body, re.M)
+    return body[: close.start()] if close else body
+
+
+def _strip_prose(text: str) -> str:
+    lines = text.split("\n")
+    # Leading prose lines (possibly followed by blank lines) before the code.
+    while lines and _PROSE.match(lines[0]) and len(lines) > 1:
+        lines.pop(0)
+        while lines and not lines[0].strip():
+            lines.pop(0)
+    if len(lines) == 1 and _PROSE.match(lines[0]) and lines[0].rstrip().endswith(":"):
+        return ""
+    return "\n".join(lines)
+
+
+def extract_code(raw: str) -> str:
+    """The code in a model reply for repair/rewrite: the first fenced block, else the reply minus prose.
+
+    Keeps the code's own indentation; trailing blank lines are dropped, one final newline is kept if the
+    code had one.
+    """
+    text = _drop_markers(strip_special_tokens(raw)).replace("\r\n", "\n")
+    inner = _unfence(text)
+    if inner is None:
+        inner = _strip_prose(text.strip("\n"))
+    lines = inner.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    out = "\n".join(lines).rstrip()
+    return out + "\n" if out and inner.rstrip(" \t").endswith("\n") else out
+
+
+def suffix_overlap(text: str, suffix: str) -> int:
+    """Length of the longest tail of ``text`` that equals the head of ``suffix`` (0 when none)."""
+    for k in range(min(len(text), len(suffix)), 0, -1):
+        if text.endswith(suffix[:k]):
+            return k
+    return 0
+
+
+def _strip_suffix_echo(text: str, line_suffix: str, rest: str) -> str:
+    """Remove the tail of ``text`` that repeats the document right of the cursor.
+
+    First the longest echo of ``line_suffix`` (closers included: ``"hi")`` before ``")`` loses ``")``),
+    once; then, repeatedly, any echo of ``rest`` (the text after the replaced closers), so the suggestion
+    never ends with what follows it.
+    """
+    k = suffix_overlap(text, line_suffix)
+    if k:
+        text = text[:-k]
+    while text and rest:
+        k = suffix_overlap(text, rest)
+        if not k:
+            break
+        text = text[:-k]
+    return text
+
+
+def _strip_prefix_echo(text: str, line_prefix: str) -> str:
+    """Drop a first-line echo of the cursor line's text (whole, or a tail of it from a word boundary)."""
+    body = line_prefix.lstrip()
+    if not body:
+        return text
+    lead = len(text) - len(text.lstrip(" \t"))
+    head = text[lead:]
+    if len(body) >= 2 and head.startswith(body):
+        return head[len(body) :]
+    # A tail of the line from a word boundary, at least 4 characters ("resp" of "assertEqual(resp").
+    for i in range(1, len(body) - 3):
+        if (body[i - 1].isalnum() or body[i - 1] == "_") and (body[i].isalnum() or body[i] == "_"):
+            continue
+        tail = body[i:]
+        if tail.strip() and len(tail.strip()) >= 4 and not tail[0].isspace() and head.startswith(tail):
+            return head[len(tail) :]
+    return text
+
+
+def _quote_state(s: str, language_id: str, start: str | None = None) -> str | None:
+    """The string quote still open at the end of the single-line ``s`` (rough, per line)."""
+    quote = start
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+            elif ch == "\n" and quote != "`":
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "\n":
+            pass
+        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or s.startswith("//", i):
+            nl = s.find("\n", i)
+            if nl == -1:
+                break
+            i = nl
+            continue
+        i += 1
+    return quote
+
+
+def _unmatched_closers(text: str, language_id: str, quote: str | None) -> list[str]:
+    """Bracket closers in ``text`` (outside strings) that close something opened before the text."""
+    stack: list[str] = []
+    extra: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote or (ch == "\n" and quote != "`"):
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in _PAIRS:
+            if stack and stack[-1] == _PAIRS[ch]:
+                stack.pop()
+            else:
+                extra.append(ch)
+        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or text.startswith("//", i):
+            nl = text.find("\n", i)
+            if nl == -1:
+                break
+            i = nl
+            continue
+        i += 1
+    return extra
+
+
+def _closers_to_keep(text: str, ctx: CursorContext, closers: str) -> str:
+    """Which of the replaced closers the suggestion must still contain (those the model did not write)."""
+    if not closers:
+        return ""
+    lang = ctx.language_id
+    q_cursor = _quote_state(ctx.line_prefix, lang)
+    q_end = _quote_state(text, lang, q_cursor)
+    extra = _unmatched_closers(text, lang, q_cursor)
+    keep = []
+    for ch in closers:
+        if ch in "\"'`":
+            if q_end == ch:
+                keep.append(ch)
+                q_end = None
+            elif q_cursor == ch and q_end is None:
+                q_cursor = None  # the model closed the string itself
+            else:
+                keep.append(ch)
+        elif extra and extra[0] == ch:
+            extra.pop(0)  # the model wrote this closer
+        else:
+            keep.append(ch)
+    return "".join(keep)
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) -> list[str]:
+    """Fix the indentation of a multi-line completion relative to the cursor line."""
+    line_prefix = ctx.line_prefix
+    blank_line = not line_prefix.strip()
+    if blank_line:
+        target = line_prefix
+        if line_prefix and lines and lines[0].startswith(line_prefix):
+            # The model re-emitted the indentation the cursor already sits after.
+            lines[0] = lines[0][len(line_prefix) :]
+        if not line_prefix and lines and lines[0].strip() and not _indent_of(lines[0]):
+            # Cursor in column 0 of a blank line inside an indented block: the model omitted the indentation.
+            want = plan.extra.get("block_indent", "") if plan.extra else ""
+            if want:
+                lines = [want + ln if ln.strip() else ln for ln in lines]
+            return lines
+        first_eff = target + _indent_of(lines[0]) if lines else target
+        cont = [ln for ln in lines[1:] if ln.strip()]
+        if target and cont and min(len(_indent_of(ln)) for ln in cont) < len(first_eff):
+            # Continuation lines are relative to the first line: shift them under the cursor's indentation.
+            lines = lines[:1] + [target + ln if ln.strip() else ln for ln in lines[1:]]
+        return lines
+    # End of a line that opens a block: the body starts on the next line, one step deeper.
+    if lines and lines[0].strip():
+        lines = ["", *lines]
+    body = [ln for ln in lines[1:] if ln.strip()]
+    want = _indent_of(line_prefix) + indent_unit(ctx)
+    if body and min(len(_indent_of(ln)) for ln in body) < len(want) and not _indent_of(body[0]):
+        lines = lines[:1] + [want + ln if ln.strip() else ln for ln in lines[1:]]
+    return lines
+
+
+def _cut_suffix_lines(lines: list[str], suffix_lines: list[str]) -> list[str]:
+    """Cut the completion where its remaining lines repeat the document's next lines."""
+    sfx = [ln.strip() for ln in suffix_lines if ln.strip()]
+    if not sfx:
+        return lines
+    for k in range(1, len(lines)):
+        tail = [ln.strip() for ln in lines[k:] if ln.strip()]
+        if not tail or not lines[k].strip():
+            continue
+        if tail == sfx[: len(tail)] or (len(tail) >= 2 and tail[:2] == sfx[:2]):
+            return lines[:k]
+    return lines
+
+
+def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
+    """Text that replaces ``[cursor, cursor + plan.replace_suffix_chars)``; ``""`` for no suggestion.
+
+    Strips special tokens, code fences, chat prose and cursor-marker echoes; removes what the model
+    repeated from the cursor line (prefix echo) and from the document after the cursor (suffix echo);
+    keeps and repairs indentation; cuts to one line in single-line mode; keeps the replaced closers the
+    model did not write itself.
+    """
+    text = _drop_markers(strip_special_tokens(raw or ""))
+    if not text.strip():
+        return ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    inner = _unfence(text)
+    if inner is not None:
+        text = inner.rstrip("\n")
+    else:
+        text = _strip_prose(text)
+    if plan.mode == "single":
+        # Whole-answer inline code (`x + 1`) from chatty models.
+        m = re.fullmatch(r"\s*`([^`\n]+)`\s*", text)
+        if m and ctx.language_id not in ("markdown", "plaintext"):
+            text = m.group(1)
+    closers = leading_closers(ctx.line_suffix)[: plan.replace_suffix_chars]
+    rest_of_line = ctx.line_suffix[len(closers) :]
+    eol = "\r\n" if "\r\n" in ctx.prefix[-2000:] + ctx.suffix[:2000] else "\n"
+
+    if plan.mode == "single":
+        text = text.lstrip("\n") if not ctx.line_prefix.strip() else text
+        text = _strip_prefix_echo(text, ctx.line_prefix)
+        text = text.split("\n", 1)[0]
+        if not ctx.line_prefix.strip() and ctx.line_prefix and text.startswith(ctx.line_prefix):
+            text = text[len(ctx.line_prefix) :]
+        text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line)
+        if not rest_of_line.strip():
+            text = text.rstrip()
+        if not text.strip():
+            return ""
+        out = text + _closers_to_keep(text, ctx, closers)
+        return out if out != closers else ""
+
+    # multi-line
+    if ctx.line_prefix.strip():
+        text = _strip_prefix_echo(text, ctx.line_prefix)
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return ""
+    prev_line = _last_line_before(ctx)
+    if len(lines) > 1 and prev_line.strip() and lines[0].strip() == prev_line.strip():
+        lines = lines[1:]  # echoed the line above the cursor
+    lines = [ln.rstrip() for ln in lines]
+    lines = _reindent_multi(lines, ctx, plan)
+    suffix_after = ctx.suffix[len(ctx.line_suffix) :]
+    lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))])
+    text = "\n".join(lines)
+    text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line) if ctx.line_suffix.strip() else text
+    text = text.rstrip()
+    if not text.strip():
+        return ""
+    keep = _closers_to_keep(text, ctx, closers)
+    if keep and "\n" in text:
+        # A closer that goes on its own line lines up with the cursor line's indentation.
+        text = text + "\n" + _indent_of(ctx.line_prefix)
+    out = (text + keep).replace("\n", eol)
+    return out if out != closers else ""
+
+
+def _last_line_before(ctx: CursorContext) -> str:
+    before = ctx.prefix[: len(ctx.prefix) - len(ctx.line_prefix)]
+    for ln in reversed(_BREAKS.split(before[-4000:])):
+        if ln.strip():
+            return ln
+    return ""
