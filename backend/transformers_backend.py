@@ -176,7 +176,9 @@ class TransformersBackend:
         except (ValueError, KeyError) as exc:
             raise BackendUnavailable(f"model {self.model_ref!r} could not be loaded as DiffusionGemma: {exc}") from None
         if tokenizer.chat_template is None:
-            raise BackendUnavailable(f"model {self.model_ref!r} has no chat template (DiffusionGemma is prompted through it)")
+            raise BackendUnavailable(
+                f"model {self.model_ref!r} has no chat template (DiffusionGemma is prompted through it)"
+            )
         model.to(device).eval()
         torch.set_grad_enabled(False)
         self.tokenizer, self.model, self.device = tokenizer, model, device

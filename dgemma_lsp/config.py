@@ -184,7 +184,7 @@ def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in env.items():
         if k.startswith("DGEMMA_LSP_"):
-            name = k[len("DGEMMA_LSP_"):].lower()
+            name = k[len("DGEMMA_LSP_") :].lower()
             if name in names:
                 out[name] = json.loads(v) if name in ("enable", "headers") else v
     return out

@@ -1,0 +1,293 @@
+"""``dgemma-lsp``: the language server (``--stdio``) and headless commands (complete, fix, doctor).
+
+Every failure a user can cause (missing file, bad position, undecodable bytes, a model folder that is
+not DiffusionGemma, an unreachable server) ends as one ``dgemma-lsp: error: ...`` line on stderr and a
+non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2  # bad input: file, position, language
+EXIT_BACKEND = 3  # model/backend unavailable or failed
+EXIT_NO_FIX = 4  # no validated fix exists
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["transformers", "vllm", "openai", "instant"], help="diffusion backend")
+    p.add_argument("--model", help="checkpoint folder or hub id (default: the embedded model)")
+    p.add_argument("--config", help="settings file (TOML or JSON)")
+    p.add_argument("--device", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL (openai backend)")
+    p.add_argument("--steps", dest="denoising_steps", type=int, help="max denoising steps per canvas")
+    p.add_argument("--seed", type=int, help="RNG seed")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dgemma-lsp", description=__doc__.splitlines()[0])
+    parser.add_argument("--stdio", action="store_true", help="run the language server over stdin/stdout")
+    parser.add_argument("--log-file", help="also write the server log to this file")
+    parser.add_argument("--version", action="store_true")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command")
+
+    c = sub.add_parser("complete", help="print the completion at a position (0-based, UTF-16 like LSP)")
+    c.add_argument("file")
+    c.add_argument("--line", type=int, required=True)
+    c.add_argument("--character", type=int, required=True)
+    c.add_argument("--language", help="language id (default: from the file name)")
+    _common(c)
+
+    f = sub.add_parser("fix", help="repair broken JSON/JSONC/Markdown structure")
+    f.add_argument("file", help="a file, or - for standard input")
+    f.add_argument("--language", choices=["json", "jsonc", "markdown"])
+    f.add_argument("--output", choices=["diff", "fixed"], default="diff")
+    f.add_argument("--repair", choices=["auto", "model", "rules"], help="force one repair path")
+    _common(f)
+
+    d = sub.add_parser("doctor", help="report backend, device, model, versions and what is missing")
+    d.add_argument("--no-load", action="store_true", help="do not load the model")
+    _common(d)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .config import ConfigError, load_settings
+
+    cli = {k: getattr(args, k, None) for k in ("backend", "model", "device", "base_url", "denoising_steps", "seed")}
+    if getattr(args, "repair", None):
+        cli["repair"] = args.repair
+    if getattr(args, "log_file", None):
+        cli["log_file"] = args.log_file
+    try:
+        settings, warnings = load_settings(getattr(args, "config", None), cli)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    for w in warnings:
+        print(f"dgemma-lsp: warning: {w}", file=sys.stderr)
+    return settings
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        name = "standard input"
+    else:
+        p = Path(path)
+        if p.is_dir():
+            raise CliError(f"{path} is a directory, not a file")
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise CliError(f"cannot read {path}: no such file") from None
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror}") from None
+        name = path
+    if b"\x00" in data:
+        raise CliError(f"{name} looks binary (it contains NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{name} is not UTF-8 text (undecodable byte at offset {exc.start})") from None
+
+
+async def _started_backend(settings: Any) -> Any:
+    from .backend.contract import BackendError
+    from .backend.registry import create_backend
+
+    try:
+        backend = create_backend(settings)
+        await backend.start(None)
+    except BackendError as exc:
+        raise CliError(str(exc), EXIT_BACKEND) from None
+    return backend
+
+
+async def _complete(args: argparse.Namespace) -> int:
+    from .backend.contract import BackendError
+    from .lsp.infill import infill, language_for_path
+    from .lsp.text import PositionError, position_to_offset
+
+    settings = _settings(args)
+    text = _read_text(args.file)
+    try:
+        offset = position_to_offset(text, args.line, args.character)
+    except PositionError as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+    backend = await _started_backend(settings)
+    try:
+        result = await infill(
+            backend,
+            text,
+            offset,
+            language_id=args.language or language_for_path(args.file),
+            path=args.file,
+            settings=settings,
+        )
+    except BackendError as exc:
+        raise CliError(str(exc), EXIT_BACKEND) from None
+    finally:
+        await backend.aclose()
+    sys.stdout.write(result.text)
+    if not result.text.endswith("\n"):
+        sys.stdout.write("\n")
+    return 0
+
+
+async def _fix(args: argparse.Namespace) -> int:
+    from .backend.contract import BackendError
+    from .lsp.diagnostics import find_issues
+    from .lsp.infill import language_for_path
+    from .lsp.repair import repair
+
+    settings = _settings(args)
+    text = _read_text(args.file)
+    language = args.language or (language_for_path(args.file) if args.file != "-" else "json")
+    if language not in ("json", "jsonc", "markdown"):
+        raise CliError(f"cannot tell the structure language of {args.file}: pass --language json|jsonc|markdown")
+    issues = find_issues(text, language)
+    if not issues:
+        if args.output == "fixed":
+            sys.stdout.write(text)
+        print(f"dgemma-lsp: no structure problems found in {args.file}", file=sys.stderr)
+        return 0
+    mode = settings.repair
+    backend = None
+    if mode in ("auto", "model"):
+        try:
+            backend = await _started_backend(settings)
+        except CliError:
+            if mode == "model":
+                raise
+            print("dgemma-lsp: warning: no model serves; using the deterministic repair", file=sys.stderr)
+    try:
+        fixes = await repair(
+            text, language, None, mode=mode, generate=backend.generate if backend else None, settings=settings
+        )
+    except BackendError as exc:
+        raise CliError(str(exc), EXIT_BACKEND) from None
+    finally:
+        if backend is not None:
+            await backend.aclose()
+    if not fixes:
+        first = issues[0]
+        raise CliError(f"no validated fix for {args.file}: {first.message} ({mode} repair)", EXIT_NO_FIX)
+    fix = fixes[0]
+    fixed = text[: fix.span[0]] + fix.new_text + text[fix.span[1] :] if not fix.edits else _apply(text, fix.edits)
+    print(f"dgemma-lsp: {fix.title} [{fix.kind}]", file=sys.stderr)
+    if args.output == "fixed":
+        sys.stdout.write(fixed)
+    else:
+        name = "stdin" if args.file == "-" else args.file
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                text.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+            )
+        )
+    return 0
+
+
+def _apply(text: str, edits: list[Any]) -> str:
+    out = text
+    for e in sorted(edits, key=lambda e: e.start, reverse=True):
+        out = out[: e.start] + e.new_text + out[e.end :]
+    return out
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    import importlib.metadata as md
+    import platform
+
+    settings = _settings(args)
+    ok = True
+    print(f"python        {platform.python_version()} ({sys.executable})")
+    for pkg in ("dgemma-lsp", "pygls", "lsprotocol", "torch", "transformers", "tokenizers", "httpx", "triton", "vllm"):
+        try:
+            print(f"{pkg:<13} {md.version(pkg)}")
+        except md.PackageNotFoundError:
+            need = {
+                "vllm": "needed only for --backend vllm: pip install 'dgemma-lsp[vllm]' on a CUDA machine",
+                "triton": "optional: Triton kernels (CUDA)",
+            }.get(pkg, "MISSING: pip install -e .")
+            ok = ok and pkg in ("vllm", "triton")
+            print(f"{pkg:<13} not installed ({need})")
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        print(f"cuda          {'yes: ' + torch.cuda.get_device_name(0) if cuda else 'no (CPU only)'}")
+    except ImportError:
+        pass
+    print(f"backend       {settings.backend}")
+    if settings.backend == "transformers" and not settings.model:
+        from .backend.defaults import default_model
+
+        _, label = default_model()
+        print(f"model         {label}")
+    elif settings.backend == "openai":
+        print(f"server        {settings.base_url}")
+        print(f"model         {settings.remote_model or '(first model the server lists)'}")
+    else:
+        print(f"model         {settings.model or '(backend default)'}")
+    if args.no_load:
+        return 0 if ok else 1
+    from .backend.contract import BackendError
+    from .backend.registry import create_backend
+
+    try:
+        backend = create_backend(settings)
+        await backend.start(None)
+        info = backend.info()
+        print(f"status        ready on {info.device}")
+        for k, v in info.detail.items():
+            print(f"  {k:<12}{v}")
+        await backend.aclose()
+    except BackendError as exc:
+        print(f"status        NOT READY: {exc}")
+        ok = False
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from importlib.metadata import version
+
+        print(f"dgemma-lsp {version('dgemma-lsp')}")
+        return 0
+    try:
+        if args.stdio or args.command is None:
+            if not args.stdio:
+                parser.print_help(sys.stderr)
+                return EXIT_USAGE
+            settings = _settings(args)
+            from .lsp.server import run_stdio
+
+            run_stdio(settings)
+            return 0
+        handler = {"complete": _complete, "fix": _fix, "doctor": _doctor}[args.command]
+        return asyncio.run(handler(args))
+    except CliError as exc:
+        print(f"dgemma-lsp: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
