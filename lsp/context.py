@@ -271,6 +271,14 @@ def ends_with_block_opener(line: str, language_id: str) -> bool:
     return bool(words) and words[0] in _OPENER_WORDS and len(s) > len(words[0]) and not s[-len(words[0]) - 1].isalnum()
 
 
+def _is_literal_brace(before: str, language_id: str) -> bool:
+    """True when a ``{`` after ``before`` opens a dict/object/set literal rather than a code block."""
+    if language_id in ("python", "json", "jsonc", "yaml", "toml"):
+        return True
+    b = before.rstrip()
+    return not b or b.endswith(("=", "(", ",", ":", "[", "return", "?", "||", "&&", "{"))
+
+
 def _last_nonblank_line(prefix_before_line: str) -> str:
     for line in reversed(re.split(r"\r\n|\r|\n", prefix_before_line[-20000:])):
         if line.strip():
@@ -330,8 +338,10 @@ def plan_completion(ctx: CursorContext, settings: Any) -> CompletionPlan:
         return plan("multi", "empty line")
     if ends_with_block_opener(ctx.line_prefix, lang):
         stripped = ctx.line_prefix.rstrip()
-        if closers and stripped.endswith(("(", "[")) and not stripped.endswith(("=>", "->")):
+        if closers and stripped.endswith(("(", "[")):
             return plan("single", "inside brackets")
+        if closers and stripped.endswith("{") and _is_literal_brace(stripped[:-1], lang):
+            return plan("single", "inside a literal")
         return plan("multi", "end of line after a block opener")
     if closers:
         return plan("single", "before closers")

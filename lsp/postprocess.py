@@ -307,6 +307,8 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
         text = text.lstrip("\n") if not ctx.line_prefix.strip() else text
         text = _strip_prefix_echo(text, ctx.line_prefix)
         text = text.split("\n", 1)[0]
+        if ctx.line_prefix[-1:].isspace() and ctx.line_prefix.strip():
+            text = text.lstrip(" \t")  # "x = " + " 1" would leave two spaces
         if not ctx.line_prefix.strip() and ctx.line_prefix and text.startswith(ctx.line_prefix):
             text = text[len(ctx.line_prefix) :]
         text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line)
