@@ -1,0 +1,356 @@
+/**
+ * VS Code client for dgemma-lsp: starts `dgemma-lsp --stdio`, lets vscode-languageclient 11 wire the standard
+ * LSP 3.18 inline completion and code actions, and adds what the protocol does not cover: a status bar item fed by
+ * `$/progress` and `dgemma.status`, refining ghost-text drafts from `dgemma/canvas`, and commands.
+ */
+import * as vscode from 'vscode';
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  State,
+  TransportKind,
+  WorkDoneProgress,
+  WorkDoneProgressBegin,
+  WorkDoneProgressCreateRequest,
+  WorkDoneProgressEnd,
+  WorkDoneProgressReport,
+} from 'vscode-languageclient/node';
+import { CanvasParams, CanvasTracker, isCanvasParams, Preview, previewApplies, previewLabel } from './canvas';
+import { fixStructureActions, rewriteActions } from './fix';
+import { doctorCommandLine, resolveServerLaunch, ServerLaunch } from './serverCommand';
+import { serverSettings } from './settings';
+import { backendFromStatus, StatusState, statusText, statusTooltip } from './status';
+
+const SECTION = 'dgemma';
+const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-userdata' }];
+
+let client: LanguageClient | undefined;
+let launch: ServerLaunch | undefined;
+let output: vscode.LogOutputChannel;
+let statusItem: vscode.StatusBarItem;
+let status: StatusState = { phase: 'starting' };
+const canvas = new CanvasTracker();
+let draftDecoration: vscode.TextEditorDecorationType;
+let shownPreview: { editor: vscode.TextEditor; preview: Preview } | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  output = vscode.window.createOutputChannel('DiffusionGemma', { log: true });
+  statusItem = vscode.window.createStatusBarItem('dgemma.status', vscode.StatusBarAlignment.Right, 100);
+  statusItem.name = 'DiffusionGemma';
+  statusItem.command = 'dgemma.showStatus';
+  draftDecoration = vscode.window.createTextEditorDecorationType({
+    after: { color: new vscode.ThemeColor('editorGhostText.foreground'), fontStyle: 'italic' },
+    rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+  });
+  context.subscriptions.push(output, statusItem, draftDecoration);
+  setStatus({ phase: 'starting' });
+  statusItem.show();
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand('dgemma.acceptWord', () =>
+      vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextWord'),
+    ),
+    vscode.commands.registerCommand('dgemma.acceptLine', () =>
+      vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine'),
+    ),
+    vscode.commands.registerCommand('dgemma.triggerSuggestion', () =>
+      vscode.commands.executeCommand('editor.action.inlineSuggest.trigger'),
+    ),
+    vscode.commands.registerCommand('dgemma.fixStructure', fixStructure),
+    vscode.commands.registerCommand('dgemma.rewriteSelection', rewriteSelection),
+    vscode.commands.registerCommand('dgemma.showStatus', showStatus),
+    vscode.commands.registerCommand('dgemma.restartServer', async () => {
+      await stopClient();
+      await startClient(context);
+    }),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      // Launch settings need a new process; everything else goes over workspace/didChangeConfiguration.
+      if (e.affectsConfiguration(`${SECTION}.server`)) {
+        await stopClient();
+        await startClient(context);
+      }
+    }),
+    vscode.window.onDidChangeTextEditorSelection((e) => refreshPreview(e.textEditor)),
+    vscode.workspace.onDidChangeTextDocument((e) => {
+      if (shownPreview && shownPreview.editor.document === e.document) refreshPreview(shownPreview.editor);
+    }),
+    vscode.window.onDidChangeActiveTextEditor(() => clearPreview()),
+  );
+  await startClient(context);
+}
+
+export async function deactivate(): Promise<void> {
+  await stopClient();
+}
+
+function schemaKeys(context: vscode.ExtensionContext): string[] {
+  const props = context.extension.packageJSON?.contributes?.configuration?.properties ?? {};
+  return Object.keys(props);
+}
+
+function currentServerSettings(context: vscode.ExtensionContext): Record<string, unknown> {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  return serverSettings(schemaKeys(context), (key) => cfg.inspect(key));
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  launch = resolveServerLaunch({
+    command: cfg.get<string>('server.command'),
+    pythonPath: cfg.get<string>('server.pythonPath'),
+    extraArgs: cfg.get<string[]>('server.extraArgs'),
+    env: cfg.get<Record<string, string>>('server.env'),
+  });
+  output.appendLine(`starting: ${launch.command} ${launch.args.join(' ')}`);
+  const serverOptions: ServerOptions = {
+    command: launch.command,
+    args: launch.args,
+    transport: TransportKind.stdio,
+    options: { env: launch.env },
+  };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: DOCUMENT_SELECTOR,
+    outputChannel: output,
+    initializationOptions: currentServerSettings(context),
+    synchronize: { configurationSection: SECTION },
+    middleware: {
+      workspace: {
+        // Answer workspace/configuration with explicitly set values only (see settings.ts for why).
+        configuration: async (params, token, next) => {
+          const res = await next(params, token);
+          if (!Array.isArray(res)) return res;
+          return params.items.map((item, i) =>
+            item.section === SECTION ? currentServerSettings(context) : (res as unknown[])[i],
+          );
+        },
+      },
+      provideInlineCompletionItems: async (document, position, ctx, token, next) => {
+        setStatus({ ...status, busy: true });
+        try {
+          return await next(document, position, ctx, token);
+        } finally {
+          setStatus({ ...status, busy: false });
+          // The final answer replaces the draft preview (VS Code renders it as real ghost text).
+          clearPreview();
+        }
+      },
+    },
+  };
+  client = new LanguageClient('dgemma', 'DiffusionGemma', serverOptions, clientOptions);
+  client.onDidChangeState((e) => {
+    if (e.newState === State.Stopped) {
+      setStatus({ phase: status.phase === 'error' ? 'error' : 'stopped', error: status.error });
+    }
+  });
+  client.onNotification('dgemma/canvas', (params: unknown) => {
+    if (isCanvasParams(params)) onCanvas(params);
+  });
+  setStatus({ phase: 'starting' });
+  try {
+    await client.start();
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    setStatus({ phase: 'error', error: msg });
+    const pick = await vscode.window.showErrorMessage(
+      `dgemma-lsp did not start: ${msg}. Check dgemma.server.command / dgemma.server.pythonPath, then run: ${doctorCommandLine(launch)}`,
+      'Open Settings',
+      'Show Log',
+    );
+    if (pick === 'Open Settings') await vscode.commands.executeCommand('workbench.action.openSettings', 'dgemma.server');
+    if (pick === 'Show Log') output.show();
+    return;
+  }
+  // Our own progress handler (registered after start, it replaces the default one) drives the status bar while a
+  // model loads; a big checkpoint takes minutes and the editor stays usable meanwhile.
+  const c = client;
+  c.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+    c.onProgress(WorkDoneProgress.type, token, (value) => onProgress(value));
+  });
+  setStatus({ phase: 'ready' });
+  void refreshBackendStatus();
+}
+
+async function stopClient(): Promise<void> {
+  const c = client;
+  client = undefined;
+  clearPreview();
+  canvas.clear();
+  if (c) {
+    try {
+      await c.stop(5000);
+    } catch {
+      // already dead: nothing to stop
+    }
+  }
+}
+
+function onProgress(value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd): void {
+  if (value.kind === 'begin') {
+    setStatus({ ...status, phase: 'loading', progressTitle: value.title, progressMessage: value.message, percentage: value.percentage });
+  } else if (value.kind === 'report') {
+    setStatus({ ...status, phase: 'loading', progressMessage: value.message ?? status.progressMessage, percentage: value.percentage ?? status.percentage });
+  } else {
+    setStatus({ ...status, phase: 'ready', progressTitle: undefined, progressMessage: undefined, percentage: undefined });
+    void refreshBackendStatus();
+  }
+}
+
+async function refreshBackendStatus(): Promise<unknown> {
+  if (!client) return undefined;
+  try {
+    const result = await client.sendRequest(ExecuteCommandRequest.type, { command: 'dgemma.status', arguments: [] });
+    setStatus({ ...status, ...backendFromStatus(result) });
+    return result;
+  } catch (err) {
+    output.appendLine(`dgemma.status failed: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+}
+
+function setStatus(next: StatusState): void {
+  status = next;
+  if (!statusItem) return;
+  statusItem.text = statusText(status);
+  statusItem.tooltip = statusTooltip(status);
+  statusItem.backgroundColor =
+    status.phase === 'error' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+}
+
+async function showStatus(): Promise<void> {
+  const result = await refreshBackendStatus();
+  output.appendLine(`dgemma.status: ${JSON.stringify(result, null, 2)}`);
+  output.show(true);
+  if (!client) {
+    const hint = launch ? doctorCommandLine(launch) : 'dgemma-lsp doctor';
+    void vscode.window.showWarningMessage(`dgemma-lsp is not running. Run \`${hint}\` in a terminal to see why.`);
+  }
+}
+
+// ---- dgemma/canvas: refining drafts as ghost text -------------------------------------------------------------
+
+function onCanvas(p: CanvasParams): void {
+  const preview = canvas.update(p);
+  const editor = vscode.window.activeTextEditor;
+  if (!preview || !editor) {
+    clearPreview();
+    return;
+  }
+  shownPreview = { editor, preview };
+  refreshPreview(editor);
+}
+
+function refreshPreview(editor: vscode.TextEditor): void {
+  if (!shownPreview || shownPreview.editor !== editor) return;
+  const { preview } = shownPreview;
+  const cur = editor.selection.active;
+  const doc = editor.document;
+  if (!previewApplies(preview, doc.uri.toString(), doc.version, { line: cur.line, character: cur.character })) {
+    clearPreview();
+    return;
+  }
+  // VS Code offers no API to update an inline suggestion in place, so drafts render as a ghost-coloured
+  // decoration at the cursor; the final inline completion then replaces it with real, acceptable ghost text.
+  const pos = new vscode.Position(preview.position.line, preview.position.character);
+  editor.setDecorations(draftDecoration, [
+    { range: new vscode.Range(pos, pos), renderOptions: { after: { contentText: previewLabel(preview.text) } } },
+  ]);
+}
+
+function clearPreview(): void {
+  if (shownPreview) shownPreview.editor.setDecorations(draftDecoration, []);
+  shownPreview = undefined;
+}
+
+// ---- commands -------------------------------------------------------------------------------------------------
+
+async function fixStructure(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) return;
+  const doc = editor.document;
+  const whole = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
+  const range = editor.selection.isEmpty ? whole : editor.selection;
+  // itemResolveCount makes VS Code run codeAction/resolve, where the server's model computes the edit.
+  const actions =
+    (await vscode.commands.executeCommand<vscode.CodeAction[]>(
+      'vscode.executeCodeActionProvider',
+      doc.uri,
+      range,
+      undefined,
+      10,
+    )) ?? [];
+  const fixes = fixStructureActions(actions);
+  if (fixes.length === 0) {
+    void vscode.window.showInformationMessage('DiffusionGemma: no structure problem to fix here.');
+    return;
+  }
+  let chosen = fixes[0];
+  if (fixes.length > 1) {
+    const pick = await vscode.window.showQuickPick(
+      fixes.map((a) => ({ label: a.title, action: a })),
+      { placeHolder: 'Fix structure' },
+    );
+    if (!pick) return;
+    chosen = pick.action;
+  }
+  await applyAction(chosen);
+}
+
+async function rewriteSelection(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.selection.isEmpty) {
+    void vscode.window.showInformationMessage('DiffusionGemma: select the text to rewrite first.');
+    return;
+  }
+  const instruction = await vscode.window.showInputBox({
+    prompt: 'How should the selection be rewritten? (empty = clean it up)',
+    placeHolder: 'e.g. use a list comprehension',
+  });
+  if (instruction === undefined) return;
+  const c = client;
+  const doc = editor.document;
+  if (c && instruction.trim()) {
+    // An explicit instruction goes through the server command, which takes it as an argument.
+    try {
+      await c.sendRequest(ExecuteCommandRequest.type, {
+        command: 'dgemma.rewriteSelection',
+        arguments: [
+          {
+            uri: doc.uri.toString(),
+            version: doc.version,
+            range: c.code2ProtocolConverter.asRange(editor.selection),
+            instruction,
+          },
+        ],
+      });
+      return;
+    } catch (err) {
+      output.appendLine(`dgemma.rewriteSelection failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  const actions =
+    (await vscode.commands.executeCommand<vscode.CodeAction[]>(
+      'vscode.executeCodeActionProvider',
+      doc.uri,
+      editor.selection,
+      vscode.CodeActionKind.RefactorRewrite.value,
+      10,
+    )) ?? [];
+  const rewrites = rewriteActions(actions);
+  if (rewrites.length === 0) {
+    void vscode.window.showInformationMessage('DiffusionGemma: the server offered no rewrite for this selection.');
+    return;
+  }
+  await applyAction(rewrites[0]);
+}
+
+async function applyAction(action: vscode.CodeAction): Promise<void> {
+  if (action.edit) {
+    const ok = await vscode.workspace.applyEdit(action.edit);
+    if (!ok) void vscode.window.showErrorMessage(`DiffusionGemma: could not apply "${action.title}".`);
+  }
+  if (action.command) {
+    await vscode.commands.executeCommand(action.command.command, ...(action.command.arguments ?? []));
+  }
+}
