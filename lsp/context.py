@@ -258,13 +258,19 @@ def leading_closers(line_suffix: str) -> str:
     return line_suffix[:n]
 
 
-def ends_with_block_opener(line: str, language_id: str) -> bool:
-    """True when ``line`` (code before the cursor) ends with something that opens an indented block."""
+def ends_with_block_opener(line: str, language_id: str, *, at_cursor: bool = True) -> bool:
+    """True when ``line`` ends with something that opens an indented block.
+
+    ``at_cursor``: the line is the code before the cursor, so a trailing comment means the user is typing
+    prose (not an opener); for earlier lines the comment is ignored instead.
+    """
     s = line.rstrip()
-    if language_id in _COLON_LANGS:
-        s = _LINE_COMMENT.sub("", s).rstrip() if "#" in s else s
-        if s.endswith(":"):
-            return True
+    if _LINE_COMMENT.search(s):
+        if at_cursor:
+            return False
+        s = _LINE_COMMENT.sub("", s).rstrip()
+    if language_id in _COLON_LANGS and s.endswith(":"):
+        return True
     if s.endswith(_OPENERS_ANY):
         return True
     words = re.findall(r"[A-Za-z_]+$", s)
@@ -331,7 +337,7 @@ def plan_completion(ctx: CursorContext, settings: Any) -> CompletionPlan:
         before = ctx.prefix[: len(ctx.prefix) - len(ctx.line_prefix)]
         prev = _last_nonblank_line(before)
         # Where the block's code goes when the cursor sits in column 0 of a blank line.
-        if prev and ends_with_block_opener(prev, lang):
+        if prev and ends_with_block_opener(prev, lang, at_cursor=False):
             return plan("multi", "empty line after a block opener", block_indent=_indent_of(prev) + indent_unit(ctx))
         if indent or (prev and _indent_of(prev)):
             return plan("multi", "empty line inside a block", block_indent=_indent_of(prev))
