@@ -263,17 +263,57 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
     return lines
 
 
-def _cut_suffix_lines(lines: list[str], suffix_lines: list[str]) -> list[str]:
-    """Cut the completion where its remaining lines repeat the document's next lines."""
+def _open_depth(text: str, language_id: str) -> int:
+    """How many brackets ``text`` leaves open (rough: strings and line comments skipped)."""
+    depth = 0
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote or (ch == "\n" and quote != "`"):
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in _PAIRS:
+            depth = max(depth - 1, 0)
+        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or text.startswith("//", i):
+            nl = text.find("\n", i)
+            if nl == -1:
+                break
+            i = nl
+            continue
+        i += 1
+    return depth
+
+
+def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], language_id: str) -> list[str]:
+    """Cut the completion where its remaining lines repeat the document's next lines (until none do).
+
+    A cut that would drop a closer the kept lines need (a nested block's own ``}``) is not taken.
+    """
     sfx = [ln.strip() for ln in suffix_lines if ln.strip()]
     if not sfx:
         return lines
-    for k in range(1, len(lines)):
-        tail = [ln.strip() for ln in lines[k:] if ln.strip()]
-        if not tail or not lines[k].strip():
-            continue
-        if tail == sfx[: len(tail)] or (len(tail) >= 2 and tail[:2] == sfx[:2]):
-            return lines[:k]
+    changed = True
+    while changed and lines:
+        changed = False
+        full_depth = _open_depth("\n".join(lines), language_id)
+        for k in range(len(lines)):
+            if not lines[k].strip():
+                continue
+            tail = [ln.strip() for ln in lines[k:] if ln.strip()]
+            if tail == sfx[: len(tail)] or (len(tail) >= 2 and tail[:2] == sfx[:2]):
+                if _open_depth("\n".join(lines[:k]), language_id) > full_depth:
+                    continue
+                lines = lines[:k]
+                changed = True
+                break
     return lines
 
 
@@ -333,7 +373,7 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     lines = [ln.rstrip() for ln in lines]
     lines = _reindent_multi(lines, ctx, plan)
     suffix_after = ctx.suffix[len(ctx.line_suffix) :]
-    lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))])
+    lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))], ctx.language_id)
     text = "\n".join(lines)
     text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line) if ctx.line_suffix.strip() else text
     text = text.rstrip()
