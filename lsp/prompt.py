@@ -22,8 +22,8 @@ __all__ = [
     "SELECTION_START",
     "SELECTION_END",
     "INFILL_FORMAT_VERSION",
-    "INFILL_SYSTEM",
-    "REWRITE_SYSTEM",
+    "INFILL_INSTRUCTION",
+    "REWRITE_INSTRUCTION",
     "build_infill_messages",
     "build_rewrite_messages",
     "infill_target",
@@ -38,17 +38,16 @@ CURSOR_MARKER = "<|CURSOR|>"
 SELECTION_START = "<|SELECTION|>"
 SELECTION_END = "<|/SELECTION|>"
 
-INFILL_SYSTEM = (
-    "You are a code completion engine. The user shows a file with the cursor marked "
-    f"{CURSOR_MARKER}. Reply with only the text to insert at the cursor: no explanation, "
-    "no code fence, no code that is already there."
+INFILL_INSTRUCTION = (
+    f"Fill in the code at {CURSOR_MARKER} in the file below. Reply with only the text to insert there: "
+    "no explanation, no code fence, no code that is already there."
 )
 _SINGLE_TASK = f"Complete the line at {CURSOR_MARKER}. Reply with one line."
 _MULTI_TASK = f"Write the missing lines at {CURSOR_MARKER}. Reply with only those lines."
 
-REWRITE_SYSTEM = (
-    "You are a code editor. Rewrite only the selected code as asked and keep everything else unchanged. "
-    "Reply with the rewritten selection in one code block, nothing else."
+REWRITE_INSTRUCTION = (
+    f"Rewrite the code between {SELECTION_START} and {SELECTION_END} as the instruction says and keep "
+    "everything else unchanged. Reply with the rewritten selection in one code block, nothing else."
 )
 # Rewrite context is capped in characters (callers pass whole documents around a selection).
 MAX_REWRITE_CONTEXT_CHARS = 6000
@@ -95,13 +94,14 @@ def _fenced(code: str, language_id: str, fence: str) -> str:
 
 
 def build_infill_messages(ctx: CursorContext, plan: CompletionPlan) -> list[ChatMessage]:
-    """System + user messages asking for the text at the cursor (format :data:`INFILL_FORMAT_VERSION`).
+    """One user message asking for the text at the cursor (format :data:`INFILL_FORMAT_VERSION`).
 
-    The user message is: language, path, optional snippets (each fenced), the code fenced with the cursor
-    marker, then a one-line task that depends on ``plan.mode``.
+    Lines: the instruction (:data:`INFILL_INSTRUCTION`), language, path, optional snippets (each fenced), the code
+    fenced with the cursor marker, then a one-line task that depends on ``plan.mode``. A single user turn
+    (no system role) renders through every Gemma chat template, including those that reject system turns.
     """
     code = ctx.prefix + CURSOR_MARKER + ctx.suffix
-    parts = [f"Language: {language_name(ctx.language_id)}"]
+    parts = [INFILL_INSTRUCTION, f"Language: {language_name(ctx.language_id)}"]
     if ctx.path:
         parts.append(f"Path: {ctx.path}")
     for snip in ctx.snippets:
@@ -110,7 +110,7 @@ def build_infill_messages(ctx: CursorContext, plan: CompletionPlan) -> list[Chat
     fence = fence_for(code)
     parts.append(f"Code:\n{_fenced(code, ctx.language_id, fence)}")
     parts.append(_SINGLE_TASK if plan.mode == "single" else _MULTI_TASK)
-    return [ChatMessage("system", INFILL_SYSTEM), ChatMessage("user", "\n".join(parts))]
+    return [ChatMessage("user", "\n".join(parts))]
 
 
 def infill_target(middle: str, plan: CompletionPlan) -> str:
@@ -138,7 +138,9 @@ def build_infill_example(
     """A training example: ``text[start:end]`` is cut out and becomes the target at a cursor at ``start``.
 
     Uses the same context window, plan and messages as the server, so a model trained on these sees
-    exactly the serving format. Returns (messages, target, plan).
+    exactly the serving format. Returns (messages, target, plan). When ``target != text[start:end]`` (a
+    multi-line span where the server would plan a single line) the example teaches a cut-off answer: data
+    generators should skip it or pick spans that end at a line end.
     """
     doc = text[:start] + text[end:]
     ctx = build_context(
@@ -186,10 +188,11 @@ def build_rewrite_messages(
     fence = fence_for(code)
     task = instruction.strip() or "Improve the selected code."
     user = (
+        f"{REWRITE_INSTRUCTION}\n"
         f"Language: {language_name(language_id)}\n"
         f"Code:\n{_fenced(code, language_id, fence)}\n"
         f"Selected code:\n{_fenced(selection, language_id, fence)}\n"
         f"Instruction: {task}\n"
         "Reply with the rewritten selected code only."
     )
-    return [ChatMessage("system", REWRITE_SYSTEM), ChatMessage("user", user)]
+    return [ChatMessage("user", user)]
