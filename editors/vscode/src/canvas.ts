@@ -2,8 +2,9 @@
  * `dgemma/canvas` bookkeeping (pure: no vscode import).
  *
  * The server streams each canvas while it denoises: `draft` updates per step, then `committed` when the canvas is
- * done; a multi-canvas suggestion sends canvas 0, 1, ... in order and the last message has `final: true`.
- * The preview shown at the cursor is the committed text of earlier canvases plus the newest draft of the current one.
+ * done; a multi-canvas suggestion sends canvas 0, 1, ... in order and the last message has `final: true`. Each
+ * message's `text` is already the whole cleaned suggestion so far (committed canvases plus the current draft), so
+ * the preview is the newest text, kept in order: a late draft of an already committed canvas is dropped.
  */
 
 export interface Position {
@@ -21,16 +22,18 @@ export interface CanvasParams {
   canvasIndex: number;
   step: number;
   final: boolean;
+  candidate?: number;
+  outcome?: string;
 }
 
 interface RequestState {
   uri: string;
   version: number;
   position: Position;
-  committed: Map<number, string>;
-  current: number;
-  draft: string;
-  lastStep: number;
+  committedCanvases: number;
+  canvasIndex: number;
+  step: number;
+  text: string;
 }
 
 export interface Preview {
@@ -54,62 +57,50 @@ export function isCanvasParams(p: unknown): p is CanvasParams {
 
 export class CanvasTracker {
   private readonly requests = new Map<string, RequestState>();
-  private latest: string | undefined;
 
   /** Feed one notification; returns the preview to show now, or undefined to clear it. */
   update(p: CanvasParams): Preview | undefined {
     const id = `${p.uri}#${String(p.requestId)}`;
+    if ((p.candidate ?? 0) !== 0) {
+      // Extra candidates of an invoked request: only the first is previewed.
+      const st = this.requests.get(id);
+      return st ? this.preview(st) : undefined;
+    }
     if (p.final) {
       this.requests.delete(id);
-      if (this.latest === id) this.latest = undefined;
       return undefined;
     }
     let st = this.requests.get(id);
     if (!st) {
-      st = {
-        uri: p.uri,
-        version: p.version,
-        position: p.position,
-        committed: new Map(),
-        current: p.canvasIndex ?? 0,
-        draft: '',
-        lastStep: -1,
-      };
-      this.requests.set(id, st);
+      st = { uri: p.uri, version: p.version, position: p.position, committedCanvases: 0, canvasIndex: 0, step: -1, text: '' };
       // A newer request for the same document supersedes older ones (the server cancels them too).
       for (const [other, s] of this.requests) {
-        if (other !== id && s.uri === p.uri) this.requests.delete(other);
+        if (s.uri === p.uri) this.requests.delete(other);
       }
+      this.requests.set(id, st);
     }
-    this.latest = id;
     const idx = p.canvasIndex ?? 0;
     if (p.kind === 'committed') {
-      st.committed.set(idx, p.text);
-      st.current = idx + 1;
-      st.draft = '';
-      st.lastStep = -1;
-    } else if (idx >= st.current && (idx > st.current || (p.step ?? 0) >= st.lastStep)) {
-      // Drafts can only move forward; a late draft of an already committed canvas is dropped.
-      st.current = idx;
-      st.draft = p.text;
-      st.lastStep = p.step ?? 0;
+      st.committedCanvases = Math.max(st.committedCanvases, idx + 1);
+      st.canvasIndex = idx + 1;
+      st.step = -1;
+      st.text = p.text;
+    } else if (idx >= st.committedCanvases && (idx > st.canvasIndex || (idx === st.canvasIndex && (p.step ?? 0) >= st.step))) {
+      st.canvasIndex = idx;
+      st.step = p.step ?? 0;
+      st.text = p.text;
     }
     return this.preview(st);
   }
 
   private preview(st: RequestState): Preview {
-    const parts: string[] = [];
-    const indices = [...st.committed.keys()].sort((a, b) => a - b);
-    for (const i of indices) parts.push(st.committed.get(i) ?? '');
-    parts.push(st.draft);
-    return { uri: st.uri, version: st.version, position: st.position, text: parts.join('') };
+    return { uri: st.uri, version: st.version, position: st.position, text: st.text };
   }
 
   clear(uri?: string): void {
     for (const [id, st] of this.requests) {
       if (uri === undefined || st.uri === uri) this.requests.delete(id);
     }
-    this.latest = undefined;
   }
 
   get size(): number {

@@ -21,7 +21,7 @@ import { CanvasParams, CanvasTracker, isCanvasParams, Preview, previewApplies, p
 import { fixStructureActions, rewriteActions } from './fix';
 import { doctorCommandLine, resolveServerLaunch, ServerLaunch } from './serverCommand';
 import { serverSettings } from './settings';
-import { backendFromStatus, StatusState, statusText, statusTooltip } from './status';
+import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
 
 const SECTION = 'dgemma';
 const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-userdata' }];
@@ -201,7 +201,10 @@ async function refreshBackendStatus(): Promise<unknown> {
   if (!client) return undefined;
   try {
     const result = await client.sendRequest(ExecuteCommandRequest.type, { command: 'dgemma.status', arguments: [] });
-    setStatus({ ...status, ...backendFromStatus(result) });
+    const { state, ...info } = backendFromStatus(result);
+    // While $/progress reports a load, the progress text is more precise than the state.
+    const phase = status.phase === 'loading' && state === 'loading' ? 'loading' : phaseFromState(state, status.phase);
+    setStatus({ ...status, ...info, phase });
     return result;
   } catch (err) {
     output.appendLine(`dgemma.status failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -303,36 +306,11 @@ async function rewriteSelection(): Promise<void> {
     void vscode.window.showInformationMessage('DiffusionGemma: select the text to rewrite first.');
     return;
   }
-  const instruction = await vscode.window.showInputBox({
-    prompt: 'How should the selection be rewritten? (empty = clean it up)',
-    placeHolder: 'e.g. use a list comprehension',
-  });
-  if (instruction === undefined) return;
-  const c = client;
-  const doc = editor.document;
-  if (c && instruction.trim()) {
-    // An explicit instruction goes through the server command, which takes it as an argument.
-    try {
-      await c.sendRequest(ExecuteCommandRequest.type, {
-        command: 'dgemma.rewriteSelection',
-        arguments: [
-          {
-            uri: doc.uri.toString(),
-            version: doc.version,
-            range: c.code2ProtocolConverter.asRange(editor.selection),
-            instruction,
-          },
-        ],
-      });
-      return;
-    } catch (err) {
-      output.appendLine(`dgemma.rewriteSelection failed: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  }
+  // The server offers "Rewrite selection" as a refactor.rewrite code action; resolving it runs the model.
   const actions =
     (await vscode.commands.executeCommand<vscode.CodeAction[]>(
       'vscode.executeCodeActionProvider',
-      doc.uri,
+      editor.document.uri,
       editor.selection,
       vscode.CodeActionKind.RefactorRewrite.value,
       10,
@@ -342,10 +320,19 @@ async function rewriteSelection(): Promise<void> {
     void vscode.window.showInformationMessage('DiffusionGemma: the server offered no rewrite for this selection.');
     return;
   }
-  await applyAction(rewrites[0]);
+  await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: 'DiffusionGemma: rewriting selection' },
+    () => applyAction(rewrites[0]),
+  );
 }
 
 async function applyAction(action: vscode.CodeAction): Promise<void> {
+  if (!action.edit && !action.command) {
+    void vscode.window.showWarningMessage(
+      `DiffusionGemma: "${action.title}" found no valid edit (the model output failed validation). See the DiffusionGemma output.`,
+    );
+    return;
+  }
   if (action.edit) {
     const ok = await vscode.workspace.applyEdit(action.edit);
     if (!ok) void vscode.window.showErrorMessage(`DiffusionGemma: could not apply "${action.title}".`);

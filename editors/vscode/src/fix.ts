@@ -14,7 +14,7 @@ function kindOf(a: ActionLike): string {
 
 /** Fix-structure actions: model fixes first (preferred), then deterministic ones; disabled ones dropped. */
 export function fixStructureActions<T extends ActionLike>(actions: readonly T[]): T[] {
-  const fixes = actions.filter((a) => !a.disabled && /fix structure|repair|complete (this )?markdown table/i.test(a.title));
+  const fixes = actions.filter((a) => !a.disabled && /fix structure|fix all structure|repair|complete (this )?markdown table/i.test(a.title));
   return fixes.sort((a, b) => rank(a) - rank(b));
 }
 
@@ -28,5 +28,5 @@ function rank(a: ActionLike): number {
 
 /** Rewrite-selection actions (kind refactor.rewrite or a title saying so). */
 export function rewriteActions<T extends ActionLike>(actions: readonly T[]): T[] {
-  return actions.filter((a) => !a.disabled && (/^refactor\.rewrite/.test(kindOf(a)) || /rewrite/i.test(a.title)));
+  return actions.filter((a) => !a.disabled && (/^refactor\.rewrite\.dgemma\.rewriteSelection/.test(kindOf(a)) || /rewrite/i.test(a.title)));
 }

@@ -48,17 +48,35 @@ export function statusTooltip(s: StatusState): string {
   return lines.join('\n');
 }
 
-/** Pull backend/model/device out of whatever shape `dgemma.status` returns (nested `backend` info or flat). */
-export function backendFromStatus(result: unknown): Pick<StatusState, 'backend' | 'model' | 'device'> {
-  const out: Pick<StatusState, 'backend' | 'model' | 'device'> = {};
+/**
+ * Pull backend/model/device/state out of `dgemma.status`'s answer:
+ * `{server, backend: {state, error, info: {name, model, device, ready}}, stats, settings}`.
+ */
+export function backendFromStatus(
+  result: unknown,
+): Pick<StatusState, 'backend' | 'model' | 'device' | 'error'> & { state?: string } {
+  const out: Pick<StatusState, 'backend' | 'model' | 'device' | 'error'> & { state?: string } = {};
   if (!result || typeof result !== 'object') return out;
   const r = result as Record<string, unknown>;
-  const info = (typeof r.backend === 'object' && r.backend !== null ? r.backend : r) as Record<string, unknown>;
+  const b = (typeof r.backend === 'object' && r.backend !== null ? r.backend : {}) as Record<string, unknown>;
+  const info = (typeof b.info === 'object' && b.info !== null ? b.info : {}) as Record<string, unknown>;
   const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
-  out.backend = str(info.name) ?? str(info.backend) ?? str(r.backend);
-  out.model = str(info.model) ?? str(r.model);
-  out.device = str(info.device) ?? str(r.device);
+  const settings = (typeof r.settings === 'object' && r.settings !== null ? r.settings : {}) as Record<string, unknown>;
+  out.backend = str(info.name) ?? str(settings.backend);
+  out.model = str(info.model) ?? str(settings.model);
+  out.device = str(info.device);
+  out.state = str(b.state);
+  out.error = str(b.error);
   return out;
+}
+
+/** Status phase from the server's backend state (loading / ready / failed ...). */
+export function phaseFromState(state: string | undefined, current: Phase): Phase {
+  if (!state) return current;
+  if (/fail|error|unavailable/i.test(state)) return 'error';
+  if (/load|start/i.test(state)) return 'loading';
+  if (/ready|idle/i.test(state)) return 'ready';
+  return current;
 }
 
 function truncate(s: string, n: number): string {

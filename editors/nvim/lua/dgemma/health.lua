@@ -1,0 +1,110 @@
+--- :checkhealth dgemma — Neovim version, server command, `dgemma-lsp doctor`, running clients and backend status.
+local M = {}
+
+local health = vim.health
+
+local function doctor_cmd(cmd)
+  local out = {}
+  for _, a in ipairs(cmd) do
+    out[#out + 1] = (a == '--stdio') and 'doctor' or a
+  end
+  return out
+end
+
+function M.check()
+  local dgemma = require('dgemma')
+  health.start('dgemma: Neovim')
+  local v = vim.version()
+  if dgemma.has_inline_completion() then
+    health.ok(('Neovim %d.%d.%d: inline completion (ghost text) available'):format(v.major, v.minor, v.patch))
+  elseif vim.fn.has('nvim-0.10') == 1 then
+    health.warn(dgemma.fallback_message(), { 'Install Neovim 0.12 or newer for ghost text.' })
+  else
+    health.error('Neovim 0.10 or newer is required.')
+  end
+
+  health.start('dgemma: configuration')
+  local cfg = dgemma.config
+  if not cfg then
+    health.warn('setup() has not been called', { "Add require('dgemma').setup({}) to your config (lazy.nvim: opts = {})." })
+    cfg = dgemma.defaults
+  else
+    health.ok('setup() called')
+  end
+  local cmd = dgemma.server_cmd(cfg)
+  if vim.fn.executable(cmd[1]) == 1 then
+    health.ok('server command: ' .. table.concat(cmd, ' '))
+  else
+    health.error(('server executable not found: %s'):format(cmd[1]), {
+      'pip install dgemma-lsp (or the repository: pip install -e .)',
+      "or set server_path / python in require('dgemma').setup{}",
+    })
+    return
+  end
+
+  health.start('dgemma: dgemma-lsp doctor')
+  local ok, res = pcall(function()
+    return vim.system(doctor_cmd(cmd), { text = true }):wait(120000)
+  end)
+  if not ok or not res then
+    health.error('could not run doctor: ' .. tostring(res))
+  else
+    local text = ((res.stdout or '') .. (res.stderr or '')):gsub('%s+$', '')
+    for line in vim.gsplit(text, '\n', { plain = true }) do
+      if line ~= '' then
+        health.info(line)
+      end
+    end
+    if res.code == 0 then
+      health.ok('doctor: everything needed is present')
+    else
+      health.error(('doctor exited with %d: see the lines above for what is missing'):format(res.code))
+    end
+  end
+
+  health.start('dgemma: running server')
+  local clients = dgemma.clients()
+  if #clients == 0 then
+    health.warn('no dgemma-lsp client is running', {
+      'Open a file: the client attaches to normal buffers' .. (cfg.filetypes and (' of filetypes ' .. table.concat(cfg.filetypes, ', ')) or ''),
+      ':LspLog shows why a start failed',
+    })
+    return
+  end
+  for _, c in ipairs(clients) do
+    local bufs = vim.tbl_keys(c.attached_buffers or {})
+    health.ok(('client %d attached to %d buffer(s), root %s'):format(c.id, #bufs, tostring(c.root_dir or c.config.root_dir)))
+  end
+  local status, err = dgemma.status(10000)
+  if not status then
+    health.warn('dgemma.status failed: ' .. tostring(err))
+  else
+    local function flat(t, prefix, out)
+      for k, val in pairs(t) do
+        local key = prefix and (prefix .. '.' .. k) or tostring(k)
+        if type(val) == 'table' and not vim.islist(val) then
+          flat(val, key, out)
+        else
+          out[#out + 1] = ('%s: %s'):format(key, type(val) == 'table' and vim.inspect(val) or tostring(val))
+        end
+      end
+      return out
+    end
+    local lines = type(status) == 'table' and flat(status, nil, {}) or { tostring(status) }
+    table.sort(lines)
+    for _, line in ipairs(lines) do
+      health.info(line)
+    end
+    health.ok('server answers dgemma.status')
+  end
+  if dgemma.has_inline_completion() then
+    local buf = vim.api.nvim_get_current_buf()
+    if vim.lsp.inline_completion.is_enabled({ bufnr = buf }) then
+      health.ok('inline completion enabled in the current buffer')
+    else
+      health.info('inline completion is off in the current buffer (:DgemmaToggle)')
+    end
+  end
+end
+
+return M

@@ -1,0 +1,524 @@
+--- dgemma.nvim: Neovim client for dgemma-lsp (DiffusionGemma inline completions and "fix structure" actions).
+---
+--- require('dgemma').setup({ ... }) starts `dgemma-lsp --stdio` through vim.lsp.config/vim.lsp.enable (0.11+) or a
+--- FileType autocmd with vim.lsp.start (0.10), enables vim.lsp.inline_completion on 0.12+, maps accept keys, and
+--- renders the server's `dgemma/canvas` drafts as virtual text while a suggestion denoises.
+local M = {}
+
+local api = vim.api
+
+M.name = 'dgemma'
+
+---@class dgemma.Keys
+---@field accept? string|false       Insert mode: accept the whole suggestion (falls back to the key itself)
+---@field accept_word? string|false  Insert mode: accept the next word
+---@field accept_line? string|false  Insert mode: accept the next line
+---@field next? string|false         Insert mode: next candidate
+---@field prev? string|false         Insert mode: previous candidate
+---@field dismiss? string|false      Insert mode: hide the suggestion
+---@field fix? string|false          Normal mode: fix structure at the cursor / in the document
+
+---@class dgemma.Config
+M.defaults = {
+  --- Full server command; nil = built from `server_path` / `python` + `args`.
+  cmd = nil, ---@type string[]?
+  server_path = 'dgemma-lsp',
+  --- A Python interpreter with dgemma-lsp installed (e.g. a venv's bin/python); wins over server_path.
+  python = nil, ---@type string?
+  args = {}, ---@type string[]
+  --- Filetypes to attach to; nil = every normal buffer.
+  filetypes = nil, ---@type string[]?
+  root_markers = { '.git', 'pyproject.toml', 'package.json', 'Cargo.toml', 'go.mod' },
+  --- Server settings (the README's settings table; snake_case or camelCase keys).
+  settings = {},
+  --- Use vim.lsp.inline_completion (needs Neovim 0.12+).
+  inline_completion = true,
+  --- Render dgemma/canvas drafts as virtual text while a suggestion denoises.
+  canvas = true,
+  keys = {
+    accept = '<Tab>',
+    accept_word = '<M-Right>',
+    accept_line = '<M-C-Right>',
+    next = '<M-]>',
+    prev = '<M-[>',
+    dismiss = '<C-]>',
+    fix = false,
+  },
+  --- Tell users of Neovim < 0.12 once that ghost text needs 0.12.
+  notify_fallback = true,
+}
+
+M.config = nil ---@type dgemma.Config?
+--- Counters the tests and :checkhealth read (nothing leaves the editor).
+M.stats = { canvas_notifications = 0, canvas_rendered = 0, attached = 0 }
+
+local canvas_ns = api.nvim_create_namespace('dgemma.canvas')
+local fallback_notified = false
+
+--- Whether this Neovim has LSP inline completion (0.12+).
+function M.has_inline_completion()
+  return vim.lsp.inline_completion ~= nil and vim.fn.has('nvim-0.12') == 1
+end
+
+--- The message users of older Neovim versions see once.
+function M.fallback_message()
+  local v = vim.version()
+  return ('dgemma: ghost text (inline completion) needs Neovim 0.12+; this is %d.%d.%d. '
+    .. 'Fix-structure code actions and diagnostics still work.'):format(v.major, v.minor, v.patch)
+end
+
+--- The command that starts the server.
+---@param cfg dgemma.Config
+---@return string[]
+function M.server_cmd(cfg)
+  if cfg.cmd and #cfg.cmd > 0 then
+    return vim.list_extend(vim.deepcopy(cfg.cmd), cfg.args or {})
+  end
+  local cmd
+  if cfg.python and cfg.python ~= '' then
+    cmd = { cfg.python, '-m', 'dgemma_lsp.cli', '--stdio' }
+  else
+    cmd = { cfg.server_path or 'dgemma-lsp', '--stdio' }
+  end
+  return vim.list_extend(cmd, cfg.args or {})
+end
+
+--- All running dgemma clients (optionally for one buffer).
+---@param bufnr? integer
+---@return vim.lsp.Client[]
+function M.clients(bufnr)
+  local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+  return get({ name = M.name, bufnr = bufnr })
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Position helpers
+
+---@param bufnr integer
+---@param row integer 0-based
+---@param character integer LSP character offset
+---@param encoding string
+---@return integer 0-based byte column
+local function byte_col(bufnr, row, character, encoding)
+  local line = api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
+  if encoding == 'utf-8' then
+    return math.min(character, #line)
+  end
+  -- 0.11+ signature first, then 0.10's (str, index, use_utf16).
+  local ok, col = pcall(vim.str_byteindex, line, encoding, character, false)
+  if not ok then
+    ok, col = pcall(vim.str_byteindex, line, character, encoding == 'utf-16')
+  end
+  return ok and math.min(col, #line) or #line
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- dgemma/canvas: refining drafts as virtual text
+
+--- Per buffer: the request being previewed and how far its canvases got. Each notification's `text` is already
+--- the whole cleaned suggestion so far (committed canvases + current draft); late drafts of a committed canvas
+--- are dropped so the preview only moves forward.
+---@type table<integer, {id: any, committed: integer, index: integer, step: integer}>
+local previews = {}
+
+local function clear_canvas(bufnr)
+  previews[bufnr] = nil
+  if api.nvim_buf_is_valid(bufnr) then
+    api.nvim_buf_clear_namespace(bufnr, canvas_ns, 0, -1)
+  end
+end
+M.clear_canvas = clear_canvas
+
+--- Handler for the server's `dgemma/canvas` notification.
+function M.on_canvas(_, params, ctx)
+  M.stats.canvas_notifications = M.stats.canvas_notifications + 1
+  local cfg = M.config or M.defaults
+  if not cfg.canvas or type(params) ~= 'table' or type(params.uri) ~= 'string' then
+    return
+  end
+  if (params.candidate or 0) ~= 0 then
+    return -- extra candidates of an invoked request: only the first is previewed
+  end
+  local bufnr = vim.uri_to_bufnr(params.uri)
+  if not api.nvim_buf_is_loaded(bufnr) then
+    return
+  end
+  if params.final then
+    -- The inline completion result that follows is rendered by vim.lsp.inline_completion itself.
+    clear_canvas(bufnr)
+    return
+  end
+  -- Drafts for an older document version are stale: the user kept typing.
+  local version = vim.lsp.util.buf_versions[bufnr]
+  if version and params.version and params.version ~= version then
+    return
+  end
+  local st = previews[bufnr]
+  if not st or st.id ~= params.requestId then
+    st = { id = params.requestId, committed = 0, index = 0, step = -1 }
+    previews[bufnr] = st
+  end
+  local idx = params.canvasIndex or 0
+  if params.kind == 'committed' then
+    st.committed, st.index, st.step = math.max(st.committed, idx + 1), idx + 1, -1
+  elseif idx >= st.committed and (idx > st.index or (idx == st.index and (params.step or 0) >= st.step)) then
+    st.index, st.step = idx, params.step or 0
+  else
+    return
+  end
+  M.render_canvas(bufnr, params.position, params.text or '', ctx and ctx.client_id)
+end
+
+--- Draw `text` as ghost-like virtual text at an LSP position (only while typing there).
+function M.render_canvas(bufnr, position, text, client_id)
+  api.nvim_buf_clear_namespace(bufnr, canvas_ns, 0, -1)
+  if not text or text == '' or type(position) ~= 'table' then
+    return
+  end
+  if not vim.startswith(api.nvim_get_mode().mode, 'i') or api.nvim_get_current_buf() ~= bufnr then
+    return
+  end
+  local client = client_id and vim.lsp.get_client_by_id(client_id)
+  local encoding = client and client.offset_encoding or 'utf-16'
+  local row = position.line
+  if row >= api.nvim_buf_line_count(bufnr) then
+    return
+  end
+  local col = byte_col(bufnr, row, position.character, encoding)
+  local cursor = api.nvim_win_get_cursor(0)
+  if cursor[1] - 1 ~= row or cursor[2] ~= col then
+    return -- the cursor moved away: a draft there would only distract
+  end
+  local lines = vim.split(text, '\n', { plain = true })
+  local virt_lines = {}
+  for i = 2, #lines do
+    virt_lines[#virt_lines + 1] = { { lines[i], 'DgemmaDraft' } }
+  end
+  local ok = pcall(api.nvim_buf_set_extmark, bufnr, canvas_ns, row, col, {
+    virt_text = { { lines[1], 'DgemmaDraft' } },
+    virt_text_pos = 'inline',
+    virt_lines = #virt_lines > 0 and virt_lines or nil,
+    hl_mode = 'combine',
+  })
+  if ok then
+    M.stats.canvas_rendered = M.stats.canvas_rendered + 1
+  end
+end
+
+--- The draft text currently drawn in a buffer ('' if none), for tests and statuslines.
+function M.canvas_text(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
+  local marks = api.nvim_buf_get_extmarks(bufnr, canvas_ns, 0, -1, { details = true })
+  local out = {}
+  for _, m in ipairs(marks) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      out[#out + 1] = chunk[1]
+    end
+  end
+  return table.concat(out)
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Accepting suggestions
+
+--- The next word (leading whitespace, then a word or a run of punctuation) or line of `rest`.
+---@param rest string
+---@param unit 'word'|'line'
+---@return string
+function M.next_chunk(rest, unit)
+  if rest == '' then
+    return ''
+  end
+  if unit == 'line' then
+    local chunk = rest:match('^[^\n]*\n?') or rest
+    if chunk == '\n' then
+      chunk = rest:match('^\n[^\n]*') or chunk
+    end
+    return chunk
+  end
+  return rest:match('^%s*[%w_]+') or rest:match('^%s*[^%w_%s]+') or rest:match('^%s+') or rest
+end
+
+--- Accept part of the shown suggestion: insert it at the cursor ourselves (so a suffix the full item would
+--- replace stays), then the cursor move asks the server again, whose typing-through answers with the remainder.
+---@param unit 'word'|'line'
+---@return boolean accepted
+function M.accept_partial(unit)
+  if not M.has_inline_completion() then
+    return false
+  end
+  local bufnr = api.nvim_get_current_buf()
+  return vim.lsp.inline_completion.get({
+    bufnr = bufnr,
+    on_accept = function(item)
+      local text = type(item.insert_text) == 'string' and item.insert_text or item.insert_text.value
+      local cursor = api.nvim_win_get_cursor(0)
+      local row, col = cursor[1] - 1, cursor[2]
+      -- Text the item covers before the cursor (its range may start earlier) is already in the buffer.
+      if item.range then
+        local srow, scol = item.range:to_extmark()
+        if srow == row and scol <= col then
+          local typed = api.nvim_buf_get_text(bufnr, row, scol, row, col, {})[1] or ''
+          if vim.startswith(text, typed) then
+            text = text:sub(#typed + 1)
+          end
+        end
+      end
+      local chunk = M.next_chunk(text, unit)
+      if chunk == '' then
+        return nil
+      end
+      local lines = vim.split(chunk, '\n', { plain = true })
+      api.nvim_buf_set_text(bufnr, row, col, row, col, lines)
+      local last = lines[#lines]
+      api.nvim_win_set_cursor(0, { row + #lines, (#lines == 1 and col or 0) + #last })
+      return nil
+    end,
+  })
+end
+
+local function map_keys(bufnr, keys)
+  local function imap(lhs, rhs, desc, expr)
+    if lhs and lhs ~= '' then
+      vim.keymap.set('i', lhs, rhs, { buffer = bufnr, expr = expr, desc = desc, silent = true })
+    end
+  end
+  if M.has_inline_completion() then
+    imap(keys.accept, function()
+      if not vim.lsp.inline_completion.get({ bufnr = bufnr }) then
+        -- Nothing shown: the key keeps its usual meaning.
+        return vim.api.nvim_replace_termcodes(keys.accept, true, true, true)
+      end
+      return ''
+    end, 'dgemma: accept suggestion', true)
+    imap(keys.accept_word, function()
+      M.accept_partial('word')
+    end, 'dgemma: accept next word')
+    imap(keys.accept_line, function()
+      M.accept_partial('line')
+    end, 'dgemma: accept next line')
+    imap(keys.next, function()
+      vim.lsp.inline_completion.select({ count = 1 })
+    end, 'dgemma: next suggestion')
+    imap(keys.prev, function()
+      vim.lsp.inline_completion.select({ count = -1 })
+    end, 'dgemma: previous suggestion')
+    imap(keys.dismiss, function()
+      M.dismiss(bufnr)
+    end, 'dgemma: dismiss suggestion')
+  end
+  if keys.fix and keys.fix ~= '' then
+    vim.keymap.set('n', keys.fix, function()
+      M.fix_structure()
+    end, { buffer = bufnr, desc = 'dgemma: fix structure' })
+  end
+end
+
+--- Hide the current suggestion and any draft.
+function M.dismiss(bufnr)
+  bufnr = bufnr or api.nvim_get_current_buf()
+  clear_canvas(bufnr)
+  if M.has_inline_completion() then
+    -- Toggling off and on drops the shown item and pending requests for this buffer only.
+    vim.lsp.inline_completion.enable(false, { bufnr = bufnr })
+    vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+  end
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Code actions and commands
+
+--- Code action kinds the server uses (see docs/server.md).
+M.kinds = {
+  fix = 'quickfix.dgemma.fixStructure', -- one issue, model (validated)
+  fix_rules = 'quickfix.dgemma.fixStructure.rules', -- one issue, deterministic
+  fix_all = 'source.fixAll.dgemma', -- every issue; model first, deterministic fallback
+  table = 'refactor.rewrite.dgemma.completeTable',
+  rewrite = 'refactor.rewrite.dgemma.rewriteSelection',
+}
+
+--- Is this code action one of the server's structure fixes?
+function M.is_fix_action(action)
+  local kind = type(action) == 'table' and action.kind or ''
+  return type(kind) == 'string' and (vim.startswith(kind, M.kinds.fix) or kind == M.kinds.fix_all)
+end
+
+local function dgemma_filter(pred)
+  return function(action, client_id)
+    local client = client_id and vim.lsp.get_client_by_id(client_id)
+    if client and client.name ~= M.name then
+      return false
+    end
+    return pred(action)
+  end
+end
+
+--- Apply a structure fix through Neovim's own code action machinery (codeAction/resolve included).
+--- Default: the "fix all structure problems" action, which tries the model and falls back to the deterministic
+--- repair, so it always applies a validated edit when one exists. `{ kind = M.kinds.fix }` picks the per-issue
+--- model fix at the cursor instead (`{ kind = M.kinds.fix_rules }` the deterministic one); `{ apply = false }`
+--- shows the menu.
+---@param opts? {apply?: boolean, kind?: string, filter?: fun(action: table): boolean, range?: table}
+function M.fix_structure(opts)
+  opts = opts or {}
+  local kind = opts.kind or M.kinds.fix_all
+  local pred = opts.filter or function(action)
+    return action.kind == kind
+  end
+  if opts.apply == false then
+    pred = opts.filter or M.is_fix_action
+  end
+  local range = opts.range
+  if not range and kind == M.kinds.fix_all then
+    -- The whole document, so "fix all" is listed wherever the cursor is.
+    local n = api.nvim_buf_line_count(0)
+    range = { start = { 1, 0 }, ['end'] = { n, math.max(#(api.nvim_buf_get_lines(0, n - 1, n, false)[1] or '') - 1, 0) } }
+  end
+  vim.lsp.buf.code_action({
+    apply = opts.apply ~= false,
+    range = range,
+    context = { only = opts.apply ~= false and { kind } or nil },
+    filter = dgemma_filter(pred),
+  })
+end
+
+--- Ask the model to rewrite the given lines (the server's "Rewrite selection" code action; validated for JSON and
+--- Markdown, applied through vim.lsp.buf.code_action).
+---@param line1 integer 1-based
+---@param line2 integer 1-based
+function M.rewrite(line1, line2)
+  local last = api.nvim_buf_get_lines(0, line2 - 1, line2, false)[1] or ''
+  vim.lsp.buf.code_action({
+    range = { start = { line1, 0 }, ['end'] = { line2, math.max(#last - 1, 0) } },
+    apply = true,
+    context = { only = { M.kinds.rewrite } },
+    filter = dgemma_filter(function(action)
+      return action.kind == M.kinds.rewrite
+    end),
+  })
+end
+
+--- Run `dgemma.status` on the server; returns the result table (or nil and an error string).
+---@param timeout_ms? integer
+function M.status(timeout_ms)
+  local client = M.clients()[1]
+  if not client then
+    return nil, 'no dgemma-lsp client is running'
+  end
+  local params = { command = 'dgemma.status', arguments = {} }
+  local resp, err
+  if client.request_sync and vim.fn.has('nvim-0.11') == 1 then
+    resp, err = client:request_sync('workspace/executeCommand', params, timeout_ms or 5000)
+  else
+    resp, err = client.request_sync('workspace/executeCommand', params, timeout_ms or 5000)
+  end
+  if not resp then
+    return nil, err or 'no answer'
+  end
+  if resp.err then
+    return nil, resp.err.message or vim.inspect(resp.err)
+  end
+  return resp.result
+end
+
+--- Model-loading progress / backend for a statusline: e.g. "dgemma: loading 40%" or "dgemma".
+function M.statusline()
+  local clients = M.clients()
+  if #clients == 0 then
+    return ''
+  end
+  local status = vim.lsp.status and vim.lsp.status() or ''
+  if status ~= '' and status:lower():find('dgemma', 1, true) then
+    return status
+  end
+  return 'dgemma'
+end
+
+-- ---------------------------------------------------------------------------------------------------------------
+-- Attaching
+
+local function on_attach(client, bufnr)
+  if client.name ~= M.name then
+    return
+  end
+  local cfg = M.config or M.defaults
+  M.stats.attached = M.stats.attached + 1
+  if M.has_inline_completion() then
+    if cfg.inline_completion then
+      vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+    end
+  elseif cfg.notify_fallback and not fallback_notified then
+    fallback_notified = true
+    vim.notify(M.fallback_message(), vim.log.levels.WARN)
+  end
+  map_keys(bufnr, cfg.keys or {})
+  local group = api.nvim_create_augroup('dgemma.canvas.' .. bufnr, { clear = true })
+  api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave' }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      clear_canvas(bufnr)
+    end,
+  })
+end
+
+--- Configure and start the client.
+---@param opts? dgemma.Config
+function M.setup(opts)
+  local cfg = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  if opts and opts.keys == false then
+    cfg.keys = {}
+  end
+  M.config = cfg
+  vim.api.nvim_set_hl(0, 'DgemmaDraft', { default = true, link = vim.fn.hlexists('ComplHint') == 1 and 'ComplHint' or 'Comment' })
+
+  local lsp_config = {
+    name = M.name,
+    cmd = M.server_cmd(cfg),
+    filetypes = cfg.filetypes,
+    root_markers = cfg.root_markers,
+    init_options = cfg.settings,
+    -- Also answers workspace/configuration for section "dgemma".
+    settings = { dgemma = cfg.settings },
+    handlers = { ['dgemma/canvas'] = M.on_canvas },
+    on_attach = on_attach,
+  }
+
+  if vim.lsp.config and vim.lsp.enable then
+    vim.lsp.config(M.name, lsp_config)
+    vim.lsp.enable(M.name)
+    return
+  end
+
+  -- Neovim 0.10: no vim.lsp.config; start per buffer on FileType.
+  local group = api.nvim_create_augroup('dgemma.start', { clear = true })
+  local function start(bufnr)
+    if vim.bo[bufnr].buftype ~= '' then
+      return
+    end
+    if cfg.filetypes and not vim.tbl_contains(cfg.filetypes, vim.bo[bufnr].filetype) then
+      return
+    end
+    local root = vim.fs.root and vim.fs.root(bufnr, cfg.root_markers) or vim.fn.getcwd()
+    local start_cfg = vim.deepcopy(lsp_config)
+    start_cfg.root_markers = nil
+    start_cfg.filetypes = nil
+    start_cfg.root_dir = root or vim.fn.getcwd()
+    start_cfg.handlers = lsp_config.handlers
+    start_cfg.on_attach = on_attach
+    vim.lsp.start(start_cfg, { bufnr = bufnr })
+  end
+  api.nvim_create_autocmd('FileType', {
+    group = group,
+    callback = function(ev)
+      start(ev.buf)
+    end,
+  })
+  for _, b in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(b) and vim.bo[b].filetype ~= '' then
+      start(b)
+    end
+  end
+end
+
+return M
