@@ -1,0 +1,137 @@
+"""Text edits in original-document offsets: apply them, and derive the smallest set from a before/after pair."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+
+@dataclass(slots=True, frozen=True)
+class Edit:
+    """Replace ``original[start:end]`` by ``new_text`` (offsets are Python string indices into the original)."""
+
+    start: int
+    end: int
+    new_text: str
+
+
+def apply_edits(text: str, edits: list[Edit] | list[tuple[int, int, str]]) -> str:
+    """Apply non-overlapping edits (any order; insertions at one offset keep their given order)."""
+    norm = [e if isinstance(e, Edit) else Edit(*e) for e in edits]
+    order = sorted(range(len(norm)), key=lambda i: (norm[i].start, norm[i].end, i))
+    out: list[str] = []
+    pos = 0
+    for i in order:
+        ed = norm[i]
+        if ed.start < pos or ed.end < ed.start or ed.end > len(text):
+            raise ValueError(f"overlapping or out-of-range edit {ed}")
+        out.append(text[pos : ed.start])
+        out.append(ed.new_text)
+        pos = ed.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, by binary search over slice comparisons (C speed on megabytes)."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    lo, hi = 0, limit
+    if hi and a[len(a) - hi :] == b[len(b) - hi :]:
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def changed_span(original: str, fixed: str) -> tuple[int, int, int]:
+    """(start, end in original, end in fixed) of the one region where the two texts differ."""
+    p = _common_prefix(original, fixed)
+    sfx = _common_suffix(original, fixed, min(len(original), len(fixed)) - p)
+    return p, len(original) - sfx, len(fixed) - sfx
+
+
+def minimal_edits(original: str, fixed: str, *, max_diff_chars: int = 20_000) -> list[Edit]:
+    """Small edits turning ``original`` into ``fixed``: common ends trimmed, the middle diffed per character
+    (per line first when it is large), adjacent changes merged. ``apply_edits(original, result) == fixed``."""
+    if original == fixed:
+        return []
+    s, e_orig, e_fix = changed_span(original, fixed)
+    a, b = original[s:e_orig], fixed[s:e_fix]
+    if len(a) + len(b) > max_diff_chars:
+        edits = _line_diff(a, b, s)
+    else:
+        edits = _char_diff(a, b, s)
+    return _merge(edits)
+
+
+def _char_diff(a: str, b: str, base: int) -> list[Edit]:
+    out = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append(Edit(base + i1, base + i2, b[j1:j2]))
+    return out
+
+
+def _line_diff(a: str, b: str, base: int) -> list[Edit]:
+    la, lb = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    offs = [0]
+    for line in la:
+        offs.append(offs[-1] + len(line))
+    out: list[Edit] = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, la, lb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        old, new = "".join(la[i1:i2]), "".join(lb[j1:j2])
+        if len(old) + len(new) <= 4000:
+            out.extend(_char_diff(old, new, base + offs[i1]))
+        else:
+            out.append(Edit(base + offs[i1], base + offs[i2], new))
+    return out
+
+
+def _merge(edits: list[Edit]) -> list[Edit]:
+    out: list[Edit] = []
+    for ed in sorted(edits, key=lambda x: (x.start, x.end)):
+        if out and ed.start <= out[-1].end:
+            last = out.pop()
+            ed = Edit(last.start, max(last.end, ed.end), last.new_text + ed.new_text)
+        out.append(ed)
+    return out
+
+
+def hull(edits: list[Edit]) -> tuple[int, int]:
+    """The smallest original span holding every edit."""
+    return min(e.start for e in edits), max(e.end for e in edits)
+
+
+@dataclass(slots=True)
+class Fix:
+    """One validated repair. ``edits`` are minimal and lie inside ``span`` (original offsets); ``new_text``
+    replaces ``original[span[0]:span[1]]``. ``kind`` says who produced it: the model or the deterministic rules."""
+
+    title: str
+    kind: str  # "model" | "rules"
+    span: tuple[int, int]
+    new_text: str
+    edits: list[Edit]
+    codes: list[str] = field(default_factory=list)  # diagnostic codes this fix resolves
+    detail: str = ""  # e.g. "attempt 2/3, seed 1, 32 steps" or "json-repair on the broken span"
+
+    def apply(self, original: str) -> str:
+        return apply_edits(original, self.edits)
