@@ -98,9 +98,12 @@ def extract_code(raw: str) -> str:
     return out + "\n" if out and inner.rstrip(" \t").endswith("\n") else out
 
 
-def suffix_overlap(text: str, suffix: str) -> int:
-    """Length of the longest tail of ``text`` that equals the head of ``suffix`` (0 when none)."""
-    for k in range(min(len(text), len(suffix)), 0, -1):
+def suffix_overlap(text: str, suffix: str, limit: int = 512) -> int:
+    """Length of the longest tail of ``text`` that equals the head of ``suffix`` (0 when none).
+
+    Echoes longer than ``limit`` characters are not looked for (keeps per-draft cleaning cheap).
+    """
+    for k in range(min(len(text), len(suffix), limit), 0, -1):
         if text.endswith(suffix[:k]):
             return k
     return 0
@@ -116,7 +119,9 @@ def _strip_suffix_echo(text: str, line_suffix: str, rest: str) -> str:
     k = suffix_overlap(text, line_suffix)
     if k:
         text = text[:-k]
-    while text and rest:
+    for _ in range(64):
+        if not (text and rest):
+            break
         k = suffix_overlap(text, rest)
         if not k:
             break
@@ -343,6 +348,7 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     rest_of_line = ctx.line_suffix[len(closers) :]
     eol = "\r\n" if "\r\n" in ctx.prefix[-2000:] + ctx.suffix[:2000] else "\n"
 
+    text = _strip_file_echo(text, ctx)
     if plan.mode == "single":
         text = text.lstrip("\n") if not ctx.line_prefix.strip() else text
         text = _strip_prefix_echo(text, ctx.line_prefix)
@@ -363,6 +369,8 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     if ctx.line_prefix.strip():
         text = _strip_prefix_echo(text, ctx.line_prefix)
     lines = text.split("\n")
+    if ctx.language_id not in _PROSE_LANGS:
+        lines = _drop_trailing_prose(lines)
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
@@ -380,16 +388,57 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     if not text.strip():
         return ""
     keep = _closers_to_keep(text, ctx, closers)
-    if keep and "\n" in text:
-        # A closer that goes on its own line lines up with the cursor line's indentation.
+    if keep and "\n" in text and "after a block opener" in plan.reason:
+        # The block's closer goes on its own line, lined up with the cursor line's indentation.
         text = text + "\n" + _indent_of(ctx.line_prefix)
     out = (text + keep).replace("\n", eol)
     return out if out != closers else ""
 
 
-def _last_line_before(ctx: CursorContext) -> str:
+def _lines_before(ctx: CursorContext, n: int) -> list[str]:
+    """The last ``n`` non-blank lines before the cursor line, nearest last."""
     before = ctx.prefix[: len(ctx.prefix) - len(ctx.line_prefix)]
-    for ln in reversed(_BREAKS.split(before[-4000:])):
-        if ln.strip():
-            return ln
-    return ""
+    found = [ln for ln in _BREAKS.split(before[-4000:]) if ln.strip()]
+    return found[-n:]
+
+
+def _last_line_before(ctx: CursorContext) -> str:
+    found = _lines_before(ctx, 1)
+    return found[0] if found else ""
+
+
+def _strip_file_echo(text: str, ctx: CursorContext) -> str:
+    """When the model re-wrote the file around the cursor, keep only what follows the cursor position.
+
+    Anchors: the cursor line's text and the line above it (or the two lines above, on a blank line).
+    """
+    if "\n" not in text:
+        return text
+    lines = text.split("\n")
+    above = [ln.strip() for ln in _lines_before(ctx, 2)]
+    if not above:
+        return text
+    head = ctx.line_prefix.strip()
+    prev_nonblank: str | None = None  # the model's previous non-blank line
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if head:
+            if prev_nonblank == above[-1] and line.lstrip().startswith(head):
+                return "\n".join([line.lstrip()[len(head) :], *lines[i + 1 :]])
+        elif i < len(lines) - 1 and stripped == above[-1] and (len(above) < 2 or prev_nonblank == above[0]):
+            return "\n".join(lines[i + 1 :])
+        if stripped:
+            prev_nonblank = stripped
+    return text
+
+
+_PROSE_LANGS = frozenset({"markdown", "plaintext", "restructuredtext", "latex", "html", "text"})
+_SENTENCE = re.compile(r"^[A-Z][a-z]+(?: [\w'`,()-]+){2,}[.!:]$")
+
+
+def _drop_trailing_prose(lines: list[str]) -> list[str]:
+    """Drop an explanation after the code ("This function returns ..."), found after a blank line."""
+    for i in range(1, len(lines)):
+        if not lines[i - 1].strip() and _SENTENCE.match(lines[i].strip()) and not _indent_of(lines[i]):
+            return lines[: i - 1]
+    return lines

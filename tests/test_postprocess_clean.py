@@ -109,6 +109,32 @@ CLEAN_CASES = [
     ("def f():\r\n    |\r\n", "x = 1\r\n    return x", "python", "def f():\r\n    x = 1\r\n    return x\r\n"),
     ("def f():\n    |\n", "```python\n    x = 1\n    return x\n```", "python", "def f():\n    x = 1\n    return x\n"),
     ("def f():\n    |\n", "\n\n", "python", "def f():\n    \n"),
+    # the model re-wrote the file around the cursor: keep only what follows the cursor
+    (
+        "import math\n\ndef area(r):\n    return |\n",
+        "```python\nimport math\n\ndef area(r):\n    return math.pi * r ** 2\n```",
+        "python",
+        "import math\n\ndef area(r):\n    return math.pi * r ** 2\n",
+    ),
+    (
+        "import math\n\ndef area(r):\n    |\n",
+        "import math\n\ndef area(r):\n    return math.pi * r ** 2\n",
+        "python",
+        "import math\n\ndef area(r):\n    return math.pi * r ** 2\n",
+    ),
+    # an explanation after the code is not code
+    (
+        "def f(x):\n    |\n",
+        "y = x + 1\n    return y\n\nThis function adds one to x.",
+        "python",
+        "def f(x):\n    y = x + 1\n    return y\n",
+    ),
+    (
+        "# Title\n\n|\n",
+        "Some text.\n\nThis is a paragraph.",
+        "markdown",
+        "# Title\n\nSome text.\n\nThis is a paragraph.\n",
+    ),
 ]
 
 
