@@ -1,0 +1,241 @@
+"""The remote backend against a real ``transformers serve`` (OpenAI-compatible) on 127.0.0.1.
+
+The server runs a random-weight tiny Llama (autoregressive): these tests exercise the wire protocol, streaming,
+cancellation, deadlines, crashes and recovery, not the diffusion itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from dgemma_lsp.backend.contract import (
+    BackendError,
+    BackendUnavailable,
+    CancelToken,
+    CanvasRequest,
+    ChatMessage,
+    Committed,
+    DeadlineExceeded,
+    Done,
+    collect,
+)
+from dgemma_lsp.backend.openai_backend import OpenAIBackend
+from dgemma_lsp.config import Settings
+
+try:  # tests/ is not a package: pytest puts it on sys.path; `python -m pytest` from the root also sees `tests.`
+    from remote_servers import ServerProcess, ensure_tiny_llama, transformers_serve
+except ImportError:  # pragma: no cover
+    from tests.remote_servers import ServerProcess, ensure_tiny_llama, transformers_serve
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    log = tmp_path_factory.mktemp("tserve") / "server.log"
+    srv = transformers_serve(ensure_tiny_llama(), log).start()
+    yield srv
+    srv.stop()
+
+
+def backend_for(url: str, **kw: object) -> OpenAIBackend:
+    s = Settings(backend="openai", base_url=url, **kw)  # type: ignore[arg-type]
+    s.validate()
+    return OpenAIBackend.from_settings(s)
+
+
+def ask(n: int, text: str = "def add(a, b):", **kw: object) -> CanvasRequest:
+    return CanvasRequest(messages=[ChatMessage("user", text)], canvas_length=min(n, 4096), max_new_tokens=n, **kw)
+
+
+async def test_discovery_stream_and_info(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        await be.start()
+        assert be.model.endswith("tiny-llama-remote-v1")  # first (only) model of /v1/models
+        events = [ev async for ev in be.generate(ask(24, rng_seed=1))]
+        done = events[-1]
+        assert isinstance(done, Done)
+        commits = [e for e in events if isinstance(e, Committed)]
+        # An autoregressive server streams token by token: several chunks, which concatenate to the final text.
+        assert len(commits) > 3
+        assert "".join(c.text for c in commits) == done.text and done.text
+        assert done.stats.tokens == 24 and done.stats.prompt_tokens > 0
+        assert done.stats.first_commit_s is not None and done.stats.first_commit_s <= done.stats.wall_s
+        assert "canvas_length/max_denoising_steps: server defaults" in done.stats.extra["degraded"]
+        info = be.info()
+        assert info.ready and info.device == "remote" and info.detail["server"] == "transformers"
+        assert not info.detail["vllm_xargs"]
+        assert be.count_tokens("x" * 35) == 10  # documented estimate: ceil(chars / 3.5)
+    finally:
+        await be.aclose()
+
+
+async def test_connection_reused_across_requests(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        texts = [(await collect(be.generate(ask(4)))).text for _ in range(3)]
+        assert all(texts)
+        pool = be._client._transport._pool  # type: ignore[union-attr]
+        assert len(pool.connections) == 1  # one keep-alive connection served /v1/models and three streams
+    finally:
+        await be.aclose()
+
+
+async def test_seed_pins_degrade_cleanly_on_a_server_without_vllm_xargs(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        req = CanvasRequest(messages=[ChatMessage("user", "fix")], canvas_length=8, seed_canvas=[5, 6, 7], pinned=[0],
+                            read_only=True)
+        done = await collect(be.generate(req))
+        assert done.text
+        assert any("ignored" in d for d in done.stats.extra["degraded"])
+    finally:
+        await be.aclose()
+
+
+async def test_cancel_closes_stream_and_server_stops_generating(server: ServerProcess) -> None:
+    """Closing the iterator returns at once and the server aborts generation (its CPU goes idle, and its single
+    inference thread is free: a new request is answered in well under the time the old one had left)."""
+    be = backend_for(server.base_url)
+    try:
+        await collect(be.generate(ask(2)))  # warm up
+        gen = be.generate(ask(4000))
+        got = 0
+        async for ev in gen:
+            got += isinstance(ev, Committed)
+            if got >= 20:
+                break
+        cpu_busy0 = server.cpu_seconds()
+        await asyncio.sleep(0.5)
+        busy = server.cpu_seconds() - cpu_busy0
+        t = time.monotonic()
+        await gen.aclose()
+        assert time.monotonic() - t < 0.5, "closing the stream must not wait for the server"
+        await asyncio.sleep(1.0)  # let the server notice the disconnect and abort at the next token
+        cpu0 = server.cpu_seconds()
+        await asyncio.sleep(1.5)
+        idle = server.cpu_seconds() - cpu0
+        assert busy > 0.1, f"server should have been busy generating (cpu {busy:.2f}s in 0.5 s)"
+        assert idle < 0.3, f"server kept generating after cancel (cpu {idle:.2f}s in 1.5 s)"
+        t = time.monotonic()
+        done = await collect(be.generate(ask(8)))
+        assert done.stats.tokens == 8 and time.monotonic() - t < 10
+    finally:
+        await be.aclose()
+
+
+async def test_cancel_token_stops_within_a_poll(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        token = CancelToken()
+        req = ask(4000, cancel=token)
+
+        async def consume() -> int:
+            n = 0
+            async for ev in be.generate(req):
+                n += isinstance(ev, Committed)
+            return n
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(1.0)
+        t = time.monotonic()
+        token.cancel()
+        with pytest.raises(BackendError) as ei:
+            await task
+        assert ei.value.kind == "cancelled" and time.monotonic() - t < 0.5
+        assert (await collect(be.generate(ask(4)))).text
+    finally:
+        await be.aclose()
+
+
+async def test_task_cancellation_is_immediate(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        task = asyncio.create_task(collect(be.generate(ask(4000))))
+        await asyncio.sleep(1.0)
+        t = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - t < 0.5
+        assert (await collect(be.generate(ask(4)))).text
+    finally:
+        await be.aclose()
+
+
+async def test_deadline_on_a_long_generation(server: ServerProcess) -> None:
+    be = backend_for(server.base_url, request_timeout_s=1.5)
+    try:
+        t = time.monotonic()
+        with pytest.raises(DeadlineExceeded) as ei:
+            await collect(be.generate(ask(4000)))
+        assert 1.4 < time.monotonic() - t < 2.5
+        assert "did not finish within 1.5 s" in str(ei.value) and "\n" not in str(ei.value)
+        # a per-request deadline tighter than the setting wins
+        t = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            await collect(be.generate(ask(4000, deadline=time.monotonic() + 0.7)))
+        assert time.monotonic() - t < 1.4
+        assert (await collect(be.generate(ask(4)))).text  # and the server is free again
+    finally:
+        await be.aclose()
+
+
+async def test_concurrency_cap(server: ServerProcess) -> None:
+    """At most max_concurrent requests are on the wire; the others wait client-side."""
+    be = backend_for(server.base_url, max_concurrent=2)
+    try:
+        await be.start()
+        results = await asyncio.gather(*(collect(be.generate(ask(6))) for _ in range(5)))
+        assert all(r.text for r in results)
+        assert be._sem._value == 2  # all slots released
+    finally:
+        await be.aclose()
+
+
+async def test_wrong_model_name_is_clear(server: ServerProcess) -> None:
+    be = backend_for(server.base_url, remote_model="no-such-model")
+    try:
+        with pytest.raises(BackendUnavailable, match=r"model 'no-such-model' is not served at http://127\.0\.0\.1"):
+            await be.start()
+    finally:
+        await be.aclose()
+
+
+async def test_server_killed_mid_stream_then_back(tmp_path: Path) -> None:
+    srv = transformers_serve(ensure_tiny_llama(), tmp_path / "server.log").start()
+    be = backend_for(srv.base_url, retries=1)
+    try:
+        got = 0
+        t = time.monotonic()
+        with pytest.raises(BackendError) as ei:
+            async for ev in be.generate(ask(4000)):
+                got += isinstance(ev, Committed)
+                if got == 10:
+                    srv.kill()
+        assert ei.value.kind == "disconnected" and "closed the connection mid-response" in str(ei.value)
+        assert time.monotonic() - t < 15
+        # while it is down: a clear one-line error, fast (connection refused is retried `retries` times, briefly)
+        t = time.monotonic()
+        with pytest.raises(BackendUnavailable, match="connection refused"):
+            await collect(be.generate(ask(4)))
+        assert time.monotonic() - t < 3
+        srv.start()  # same port
+        done = await collect(be.generate(ask(4)))
+        assert done.text and be.info().detail.get("last_error") is None
+    finally:
+        await be.aclose()
+        srv.stop()
+
+
+async def test_doctor_reports_what_it_found(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        report = await be.doctor()
+        assert report["ok"] is True and report["server"] == "transformers"
+        assert report["models"] == [be.model] and report["probe_total_ms"] > 0
+    finally:
+        await be.aclose()
