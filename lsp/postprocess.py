@@ -148,40 +148,25 @@ def _strip_prefix_echo(text: str, line_prefix: str) -> str:
     return text
 
 
-def _quote_state(s: str, language_id: str, start: str | None = None) -> str | None:
-    """The string quote still open at the end of the single-line ``s`` (rough, per line)."""
-    quote = start
-    i = 0
-    while i < len(s):
-        ch = s[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = None
-            elif ch == "\n" and quote != "`":
-                quote = None
-        elif ch in "\"'`":
-            quote = ch
-        elif ch == "\n":
-            pass
-        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or s.startswith("//", i):
-            nl = s.find("\n", i)
-            if nl == -1:
-                break
-            i = nl
-            continue
-        i += 1
-    return quote
+_INTERESTING = re.compile(r"[\"'`()\[\]{}\\\n#/]")
 
 
-def _unmatched_closers(text: str, language_id: str, quote: str | None) -> list[str]:
-    """Bracket closers in ``text`` (outside strings) that close something opened before the text."""
+def _scan(text: str, language_id: str, quote: str | None = None) -> tuple[list[str], list[str], str | None]:
+    """Rough bracket/string scan: (still-open brackets, closers with no opener in ``text``, open quote).
+
+    Strings end at their quote or at a line end (template literals excepted); ``#`` (where it starts
+    comments) and ``//`` comments run to the line end. Jumps between interesting characters only.
+    """
     stack: list[str] = []
     extra: list[str] = []
+    hash_comments = language_id in _HASH_COMMENT_LANGS
     i = 0
-    while i < len(text):
+    n = len(text)
+    while i < n:
+        m = _INTERESTING.search(text, i)
+        if not m:
+            break
+        i = m.start()
         ch = text[i]
         if quote:
             if ch == "\\":
@@ -198,14 +183,14 @@ def _unmatched_closers(text: str, language_id: str, quote: str | None) -> list[s
                 stack.pop()
             else:
                 extra.append(ch)
-        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or text.startswith("//", i):
+        elif (ch == "#" and hash_comments) or (ch == "/" and text.startswith("//", i)):
             nl = text.find("\n", i)
             if nl == -1:
                 break
             i = nl
             continue
         i += 1
-    return extra
+    return stack, extra, quote
 
 
 def _closers_to_keep(text: str, ctx: CursorContext, closers: str) -> str:
@@ -213,9 +198,8 @@ def _closers_to_keep(text: str, ctx: CursorContext, closers: str) -> str:
     if not closers:
         return ""
     lang = ctx.language_id
-    q_cursor = _quote_state(ctx.line_prefix, lang)
-    q_end = _quote_state(text, lang, q_cursor)
-    extra = _unmatched_closers(text, lang, q_cursor)
+    q_cursor = _scan(ctx.line_prefix, lang)[2]
+    _, extra, q_end = _scan(text, lang, q_cursor)
     keep = []
     for ch in closers:
         if ch in "\"'`":
@@ -269,32 +253,8 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
 
 
 def _open_depth(text: str, language_id: str) -> int:
-    """How many brackets ``text`` leaves open (rough: strings and line comments skipped)."""
-    depth = 0
-    quote: str | None = None
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote or (ch == "\n" and quote != "`"):
-                quote = None
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in _PAIRS:
-            depth = max(depth - 1, 0)
-        elif (ch == "#" and language_id in _HASH_COMMENT_LANGS) or text.startswith("//", i):
-            nl = text.find("\n", i)
-            if nl == -1:
-                break
-            i = nl
-            continue
-        i += 1
-    return depth
+    """How many brackets ``text`` leaves open."""
+    return len(_scan(text, language_id)[0])
 
 
 def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], language_id: str) -> list[str]:
@@ -309,13 +269,13 @@ def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], language_id: st
     while changed and lines:
         changed = False
         full_depth = _open_depth("\n".join(lines), language_id)
-        for k in range(len(lines)):
-            if not lines[k].strip():
-                continue
-            tail = [ln.strip() for ln in lines[k:] if ln.strip()]
-            if tail == sfx[: len(tail)] or (len(tail) >= 2 and tail[:2] == sfx[:2]):
-                if _open_depth("\n".join(lines[:k]), language_id) > full_depth:
-                    continue
+        stripped = [ln.strip() for ln in lines]
+        nonblank = [i for i, t in enumerate(stripped) if t]
+        for pos, k in enumerate(nonblank):
+            m = len(nonblank) - pos
+            whole = m <= len(sfx) and all(stripped[nonblank[pos + t]] == sfx[t] for t in range(m))
+            two = m >= 2 and len(sfx) >= 2 and stripped[k] == sfx[0] and stripped[nonblank[pos + 1]] == sfx[1]
+            if (whole or two) and _open_depth("\n".join(lines[:k]), language_id) <= full_depth:
                 lines = lines[:k]
                 changed = True
                 break
@@ -379,9 +339,10 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     if len(lines) > 1 and prev_line.strip() and lines[0].strip() == prev_line.strip():
         lines = lines[1:]  # echoed the line above the cursor
     lines = [ln.rstrip() for ln in lines]
-    lines = _reindent_multi(lines, ctx, plan)
     suffix_after = ctx.suffix[len(ctx.line_suffix) :]
     lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))], ctx.language_id)
+    # After the cut: echoed suffix lines (often dedented ones) must not steer the re-indentation.
+    lines = _reindent_multi(lines, ctx, plan) if lines else lines
     text = "\n".join(lines)
     text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line) if ctx.line_suffix.strip() else text
     text = text.rstrip()
