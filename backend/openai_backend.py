@@ -212,14 +212,21 @@ class OpenAIBackend:
             )
         return value.strip()
 
+    def _auth(self) -> dict[str, str]:
+        """Per-request auth header: the key is read from the environment each time, so a rotated key (or one fixed
+        after a 401) is picked up without a restart."""
+        if any(k.lower() == "authorization" for k in self.extra_headers):
+            return {}
+        key = self._read_api_key()
+        self._api_key = key
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def _ensure_client(self) -> httpx.AsyncClient:
         if self._client is not None:
             return self._client
-        self._api_key = self._read_api_key()
+        self._read_api_key()  # fail early and clearly when the named variable is missing
         headers = {"Accept": "application/json", "User-Agent": "dgemma-lsp"}
         headers.update(self.extra_headers)
-        if self._api_key and not any(k.lower() == "authorization" for k in self.extra_headers):
-            headers["Authorization"] = f"Bearer {self._api_key}"
         verify: ssl.SSLContext | bool = self.verify_tls
         if self.verify_tls and self.ca_bundle:
             try:
@@ -316,7 +323,7 @@ class OpenAIBackend:
         for attempt in range(attempts):
             try:
                 async with asyncio.timeout_at(deadline):
-                    resp = await self._ensure_client().get(url)
+                    resp = await self._ensure_client().get(url, headers=self._auth())
                 if resp.status_code in (502, 503, 504, 429) and attempt + 1 < attempts:
                     await self._backoff(attempt, deadline, resp.headers.get("retry-after"))
                     continue
@@ -349,8 +356,9 @@ class OpenAIBackend:
 
     def _scrub(self, text: str) -> str:
         text = " ".join(text.split())
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
+        for secret in (self._api_key, *self.extra_headers.values()):
+            if secret and len(secret) >= 6:  # custom headers may carry tokens too
+                text = text.replace(secret, "***")
         return text[:200]
 
     def _http_error(self, status: int, body: str, retry_after: str | None = None) -> BackendError:
@@ -431,7 +439,7 @@ class OpenAIBackend:
         body = {"model": self.model, "prompt": text, "add_special_tokens": False}
         try:
             async with asyncio.timeout_at(dl):
-                resp = await self._ensure_client().post(self.root_url + "/tokenize", json=body)
+                resp = await self._ensure_client().post(self.root_url + "/tokenize", json=body, headers=self._auth())
         except TimeoutError:
             raise DeadlineExceeded(f"{self._where()} /tokenize did not answer within the deadline") from None
         except httpx.HTTPError as exc:
@@ -556,7 +564,7 @@ class OpenAIBackend:
         attempt = 0
         while True:
             path, body = self._body(req, xargs)
-            cm = client.stream("POST", self.base_url + path, json=body)
+            cm = client.stream("POST", self.base_url + path, json=body, headers=self._auth())
             try:
                 async with asyncio.timeout_at(deadline):
                     resp = await cm.__aenter__()

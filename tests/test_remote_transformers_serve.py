@@ -87,8 +87,9 @@ async def test_connection_reused_across_requests(server: ServerProcess) -> None:
 async def test_seed_pins_degrade_cleanly_on_a_server_without_vllm_xargs(server: ServerProcess) -> None:
     be = backend_for(server.base_url)
     try:
-        req = CanvasRequest(messages=[ChatMessage("user", "fix")], canvas_length=8, seed_canvas=[5, 6, 7], pinned=[0],
-                            read_only=True)
+        req = CanvasRequest(
+            messages=[ChatMessage("user", "fix")], canvas_length=8, seed_canvas=[5, 6, 7], pinned=[0], read_only=True
+        )
         done = await collect(be.generate(req))
         assert done.text
         assert any("ignored" in d for d in done.stats.extra["degraded"])
