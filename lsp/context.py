@@ -245,7 +245,7 @@ def build_context(
 
 # Line endings that open a block whose body goes on the next lines.
 _OPENERS_ANY = ("{", "(", "[", "=>", "->")
-_OPENER_WORDS = ("do", "then", "begin", "else", "in")
+_OPENER_WORDS = ("do", "then", "begin", "else")
 _COLON_LANGS = frozenset({"python", "yaml", "coffeescript", "nim", "gdscript", "cython", "starlark"})
 _LINE_COMMENT = re.compile(r"\s+(#|//|--)\s.*$")
 
