@@ -138,9 +138,8 @@ class CompletionEngine:
         self._docs.pop(uri, None)
 
     def clear_cache(self) -> None:
+        """Forget cached answers (settings or backend changed). What is on screen stays valid for typing-through."""
         self._cache.clear()
-        for st in self._docs.values():
-            st.shown = None
 
     def running_jobs(self) -> int:
         return sum(1 for st in self._docs.values() if st.job and st.job.task and not st.job.task.done())
@@ -271,7 +270,7 @@ class CompletionEngine:
                     log.exception("clean_completion failed")
                     return ""
 
-            raw = await self._generate(job, backend, req, doc, position, request_id, i, clean, s)
+            raw = await self._generate(job, backend, req, doc, position, request_id, i, clean, s, plan.mode)
             if raw is None:
                 break
             out = clean(raw)  # replaces [cursor, cursor + len(replace)): it keeps the closers itself
@@ -290,6 +289,7 @@ class CompletionEngine:
         candidate: int,
         clean: Callable[[str], str],
         s: Settings,
+        mode: str,
     ) -> str | None:
         """One canvas job under the global cap; streams ``dgemma/canvas``; None on failure/cancel."""
         sem = self._semaphore(s.max_concurrent)
@@ -306,6 +306,7 @@ class CompletionEngine:
                 "requestId": request_id,
                 "position": {"line": position[0], "character": position[1]},
                 "candidate": candidate,
+                "mode": mode,
             }
             self.stats.generation_started(doc.uri)
             outcome = "failed"

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -43,6 +44,7 @@ from dgemma_lsp.backend.contract import (
 from dgemma_lsp.config import ConfigError, Settings
 
 from .completion import ACCEPT_COMMAND, CompletionEngine
+from .diagnostics import normalize_language
 from .documents import Document, DocumentStore
 from .faults import ENV as FAULTS_ENV
 from .faults import FaultInjectingBackend
@@ -79,7 +81,6 @@ KIND_TABLE = "refactor.rewrite.dgemma.completeTable"
 KIND_REWRITE = "refactor.rewrite.dgemma.rewriteSelection"
 CODE_ACTION_KINDS = (KIND_FIX, KIND_FIX_RULES, KIND_FIX_ALL, KIND_TABLE, KIND_REWRITE)
 
-STRUCTURE_LANGUAGES = frozenset({"json", "jsonc", "markdown"})
 DIAGNOSTICS_DEBOUNCE_S = 0.25
 _LEVEL_TO_TYPE = {
     logging.ERROR: types.MessageType.Error,
@@ -315,9 +316,13 @@ class DGemmaServer(LanguageServer):
                 self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=pct))
             self.log_line(logging.INFO, f"backend: {message}")
 
+        loop_thread = threading.get_ident()
+
         def progress(message: str, percentage: int | None = None) -> None:
-            # Backends may call this from a worker thread.
-            loop.call_soon_threadsafe(report, message, percentage)
+            if threading.get_ident() == loop_thread:
+                report(message, percentage)
+            else:  # backends may call this from a worker thread
+                loop.call_soon_threadsafe(report, message, percentage)
 
         label = s.model or "the default model"
         if token is not None:
@@ -361,7 +366,8 @@ class DGemmaServer(LanguageServer):
                 pass
         finally:
             if token is not None:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome or "done"))
+                # after any report a worker thread queued, so "end" is really last
+                loop.call_soon(self.work_done_progress.end, token, types.WorkDoneProgressEnd(message=outcome or "done"))
 
     def _backend_failed(self, exc: BackendError) -> None:
         """A generate() said the backend is gone: reload it once (requests meanwhile get empty answers)."""
@@ -430,7 +436,7 @@ class DGemmaServer(LanguageServer):
     def _wants_structure(self, doc: Document) -> str | None:
         """Why the document gets no structure analysis, or None when it does."""
         s = self.settings
-        if doc.language_id not in STRUCTURE_LANGUAGES:
+        if normalize_language(doc.language_id) is None:
             return "language"
         if not s.enabled_for(doc.language_id):
             return "disabled for this language"
@@ -519,7 +525,7 @@ class DGemmaServer(LanguageServer):
             return await self._rewrite(doc, data, generate)
         else:
             return None, f"unknown action {op!r}"
-        fixes = await repair(text, lang, issue, mode=mode, generate=generate, settings=s)
+        fixes = await repair(text, lang, issue, mode=mode, generate=generate, settings=s, tokenizer=self._tokenizer())
         if doc.version != version:
             return None, "the document changed while the fix was computed"
         for fix in fixes:
@@ -530,25 +536,34 @@ class DGemmaServer(LanguageServer):
         return None, "no valid fix was found" + (" by the model" if mode == "model" else "")
 
     async def _complete_table(self, doc: Document, data: dict[str, Any], generate: Any) -> tuple[Any | None, str]:
-        from . import repair as repair_mod
+        from .repair import complete_table
 
-        complete_table = getattr(repair_mod, "complete_table", None)
-        if complete_table is None:
-            return None, "completing tables is not available"
         text, version = doc.text, doc.version
-        offset = data.get("offset", 0)
-        fix = await complete_table(text, offset, generate=generate, settings=self.settings)
-        if fix is None:
-            return None, "no table completion was found"
+        offset = int(data.get("offset", 0))
+        mode = data.get("mode", "auto")
+        if generate is None and mode == "auto":
+            mode = "rules"
+        fixes = await complete_table(
+            text, offset, generate=generate, settings=self.settings, tokenizer=self._tokenizer(), mode=mode
+        )
         if doc.version != version:
             return None, "the document changed while the table was completed"
-        why = _check_fix(text, doc.language_id, fix)
-        return (fix, "") if why is None else (None, why)
+        for fix in fixes:
+            why = _check_fix(text, doc.language_id, fix)
+            if why is None:
+                return fix, ""
+            self.log_line(logging.WARNING, f"dropped a table completion that failed the server's check: {why}")
+        return None, "no valid table completion was found"
+
+    def _tokenizer(self) -> Any:
+        backend = self.backend
+        inner = getattr(backend, "inner", backend)
+        return getattr(inner, "tokenizer", None)
 
     async def _rewrite(self, doc: Document, data: dict[str, Any], generate: Any) -> tuple[Any | None, str]:
         from .postprocess import extract_code
         from .prompt import build_rewrite_messages
-        from .repair import Edit, Fix
+        from .repair import Fix, rewrite_check
 
         if generate is None:
             return None, "rewriting needs the model, which is not available"
@@ -585,12 +600,10 @@ class DGemmaServer(LanguageServer):
             return None, "the model returned no code"
         if doc.version != version:
             return None, "the document changed while the selection was rewritten"
-        fix = Fix(title="Rewrite selection", kind="model", span=(a, b), new_text=new, edits=[Edit(a, b, new)])
-        if doc.language_id in STRUCTURE_LANGUAGES:
-            why = _check_fix(text, doc.language_id, fix)
-            if why is not None:
-                return None, f"the rewrite is not valid {doc.language_id}: {why}"
-        return fix, ""
+        edits, why = rewrite_check(text, a, b, new, doc.language_id)
+        if why is not None or not edits:
+            return None, f"the rewrite was rejected: {why or 'no change'}"
+        return Fix(title="Rewrite selection", kind="model", span=(a, b), new_text=new, edits=edits), ""
 
     def fix_to_edit(self, doc: Document, fix: Any) -> types.WorkspaceEdit:
         """TextEdits for the requested document only (offsets are into ``doc.text``)."""
@@ -669,7 +682,7 @@ def _check_fix(text: str, language_id: str, fix: Any) -> str | None:
     fixed = "".join(out)
     if fixed == text:
         return "the fix changes nothing"
-    if language_id in STRUCTURE_LANGUAGES:
+    if normalize_language(language_id) is not None:
         return validate_fix(text, fixed, language_id, (a, b))
     return None
 
@@ -934,7 +947,7 @@ async def _list_actions(ls: DGemmaServer, doc: Document, params: types.CodeActio
     base = {"uri": doc.uri, "version": doc.version}
     actions: list[types.CodeAction] = []
     model_ok = s.repair in ("auto", "model") and ls.backend_state in ("ready", "loading")
-    if doc.language_id in STRUCTURE_LANGUAGES and not ls._wants_structure(doc):
+    if not ls._wants_structure(doc):
         issues = await ls.issues_for(doc)
         if doc.version != base["version"]:
             return []
@@ -972,7 +985,7 @@ async def _list_actions(ls: DGemmaServer, doc: Document, params: types.CodeActio
                     data=dict(base, op="fixAll", mode=mode),
                 )
             )
-    if doc.language_id == "markdown" and wanted(KIND_TABLE):
+    if normalize_language(doc.language_id) == "markdown" and wanted(KIND_TABLE):
         line = doc.index.line(params.range.start.line)
         if line.lstrip().startswith("|"):
             actions.append(
