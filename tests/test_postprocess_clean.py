@@ -122,6 +122,10 @@ CLEAN_CASES = [
         "python",
         "import math\n\ndef area(r):\n    return math.pi * r ** 2\n",
     ),
+    ("function f() {|}\r\n", "return 1;", "javascript", "function f() {\r\n    return 1;\r\n}\r\n"),
+    ('{"a": |}\n', "1}", "json", '{"a": 1}\n'),
+    ("- one\n- |\n", "two", "markdown", "- one\n- two\n"),
+    ("x = \U0001f600 + |\n", "\U0001f600", "python", "x = \U0001f600 + \U0001f600\n"),
     # an explanation after the code is not code
     (
         "def f(x):\n    |\n",
@@ -208,3 +212,28 @@ def test_multi_line_text_never_ends_with_the_next_lines(new: list[str], below: l
     got = [ln.strip() for ln in out.split("\n") if ln.strip()]
     nxt = [ln.strip() for ln in below]
     assert not any(got[-k:] == nxt[:k] for k in range(1, min(len(got), len(nxt)) + 1)), (got, nxt)
+
+
+junk = st.lists(
+    st.sampled_from(
+        ["x", " ", "\n", "\r\n", "\t", "(", ")", "}", '"', "```", "```py\n", "<|CURSOR|>", "<|CURS", "<eos>", "<pad>",
+         "Here is the code:\n", "\x00", "\U0001f600", "return ", "def f():", "    "]
+    ),
+    max_size=30,
+).map("".join)  # fmt: skip
+
+FUZZ_DOCS = ["print(|)\n", "def f(x):\n    |\n    return y\n", "x = |\n", 'a = "|"\r\n', "if (a) {|}\n", "|", "  |x\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(FUZZ_DOCS), junk)
+def test_any_model_output_cleans_without_error(doc: str, raw: str) -> None:
+    _, ctx, plan = setup(doc, "python" if "{" not in doc else "javascript")
+    out = clean_completion(raw, ctx, plan)
+    assert "<|CURSOR|>" not in out and "<eos>" not in out
+    closers = ctx.line_suffix[: plan.replace_suffix_chars]
+    assert out != closers or not out
+    if plan.mode == "single":
+        assert "\n" not in out and "\r" not in out
+    if out:
+        assert out.strip()
