@@ -11,6 +11,7 @@ commas), so a clean 1 MB file costs a few milliseconds.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -166,6 +167,7 @@ def _escaped_quote(text: str, s: int, q: int) -> bool:
     return n % 2 == 1
 
 
+@functools.lru_cache(maxsize=8)
 def fast_valid(text: str, jsonc: bool) -> bool:
     """True when the document is certainly valid (C parser); False means "run the tolerant parser"."""
     if not text.strip(" \t\n\r\ufeff"):
@@ -336,8 +338,12 @@ def _delete_whole_line_if_alone(text: str, s: int, e: int, lo: int, hi: int) -> 
     return s, e
 
 
+@functools.lru_cache(maxsize=8)
 def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> ParseResult:
-    """Parse ``text[start:end]`` tolerantly; return every issue (with repairs) and the tokens."""
+    """Parse ``text[start:end]`` tolerantly; return every issue (with repairs) and the tokens.
+
+    Results are cached (the diagnostics, the repairer and the validator look at the same versions); treat them
+    as read-only."""
     end = len(text) if end is None else end
     issues: list[JsonIssue] = []
     tokens: list[tuple[str, int, int]] = []
@@ -374,6 +380,8 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
     opened = False  # the current container was just opened (an immediate closer is fine)
     prev_end = start  # end of the last significant token (where insertions go)
     top_done = False
+    comma_prev = start  # end of the value before the last comma
+    val: tuple[int, bool, int] = (start, False, start)  # last value: (start, after a comma, comma_prev then)
     pending: list[tuple[str, int, int]] = []
     it = _Lexer(text, start, end)
 
@@ -403,6 +411,7 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             if state == "value" and not top_done:
                 span = it.try_value()
                 if span is not None:  # a whole valid value: no per-token work
+                    val = (span[0], last_comma >= 0, comma_prev)
                     prev_end = span[1]
                     last_comma = -1
                     opened = False
@@ -508,6 +517,7 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
         if state == "after":
             if kind == COMMA:
                 last_comma = s
+                comma_prev = prev_end
                 state = "key" if stack[-1][0] == OBJ_OPEN else "value"
                 opened = False
                 prev_end = e
@@ -542,6 +552,30 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                         container(),
                     )
                 )
+                continue
+            elif (
+                len(stack) >= 2
+                and stack[-1][0] == ARR_OPEN
+                and stack[-2][0] == OBJ_OPEN
+                and val[1]
+                and text[val[0]] == '"'
+            ):
+                # ["a", "b",  "key": ...  - the array was never closed and this string is the next property.
+                opener = stack.pop()
+                add(
+                    JsonIssue(
+                        opener[1],
+                        opener[1] + 1,
+                        "json.unclosed",
+                        "'[' is never closed (the string before ':' is the next property)",
+                        [(val[2], val[2], "]")],
+                        container(),
+                    )
+                )
+                state = "value"
+                last_comma = -1
+                opened = False
+                prev_end = e
                 continue
             else:  # a colon after a value
                 add(
@@ -733,6 +767,7 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             prev_end = e
             continue
         if kind in VALUE_KINDS:
+            val = (s, last_comma >= 0, comma_prev)
             e2 = _value_or_key(
                 text,
                 kind,

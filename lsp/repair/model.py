@@ -284,7 +284,7 @@ async def repair(
         if out and rf.edits == out[0].edits:
             return out  # same edits: one action is enough
         if mode == "auto" and generate is not None and not out:
-            rf.title = rf.title.replace("(deterministic", "(deterministic fallback: the model found no valid fix;", 1)
+            rf.title = rf.title.replace("(deterministic rules", "(deterministic fallback: no valid model fix", 1)
             rf.detail = ("fallback: " + rf.detail).strip()
         out.append(rf)
     return out
@@ -446,9 +446,8 @@ def rewrite_check(text: str, start: int, end: int, new_text: str, language_id: s
         return [], "the rewrite changes nothing"
     lang = normalize_language(language_id)
     if lang is not None:
-        why = _issue_check(
-            _raw_issues(text, lang), _raw_issues(candidate, lang), start, end, end + len(candidate) - len(text)
-        )
+        segs = [(start, end, start, end + len(candidate) - len(text))]
+        why = _issue_check(_raw_issues(text, lang), _raw_issues(candidate, lang), segs)
         if why is not None:
             return [], why
     edits = [Edit(e.start + start, e.end + start, e.new_text) for e in minimal_edits(text[start:end], new_text)]

@@ -10,7 +10,7 @@ from ..diagnostics import StructureIssue, normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
-from .validate import validate_fix
+from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
 
@@ -82,9 +82,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
     # 1. The scanners' own in-place repairs.
     edits = _dedupe([ed for t in targets for ed in t.edits])
     if edits and all(t.edits for t in targets):
-        fixed = apply_edits(text, edits)
-        span = _hull([(a, b) for a, b, _ in edits] + [(t.start, t.end) for t in targets])
-        if validate_fix(text, fixed, lang, span) is None:
+        spans = [sp for t in targets for sp in _spans(t)]
+        fixed, why = validate_edits(text, edits, lang, spans)
+        span = _hull(spans)
+        if why is None:
             return Fix(
                 f"{title} (deterministic rules)",
                 "rules",
@@ -148,6 +149,19 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         codes,
         "in-place repairs, json-repair on the values they could not fix",
     )
+
+
+def _extent(issue) -> tuple[int, int]:
+    """The issue's span together with its repair's edits (what the repair may touch)."""
+    lo, hi = issue.start, issue.end
+    for a, b, _ in issue.edits:
+        lo, hi = min(lo, a), max(hi, b)
+    return lo, hi
+
+
+def _spans(issue) -> list[tuple[int, int]]:
+    """The issue's span and each of its repair's edits (far-apart edits, e.g. both fence lines, stay apart)."""
+    return [(issue.start, issue.end)] + [(a, b) for a, b, _ in issue.edits]
 
 
 def _safe_edits(targets: Sequence) -> bool:

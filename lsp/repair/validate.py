@@ -20,6 +20,8 @@ from ..diagnostics import normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 
+Seg = tuple[int, int, int, int]  # original [s, e) became fixed [fs, fe)
+
 
 def validate_fix(
     original: str, fixed: str, language_id: str, span: tuple[int, int], *, keep_values: bool = True
@@ -32,11 +34,50 @@ def validate_fix(
     fe = len(fixed) - tail
     if fe < s or fixed[:s] != original[:s] or fixed[fe:] != original[e:]:
         return "the fix changes text outside the broken span"
+    return _validate(original, fixed, language_id, [(s, e, s, fe)], keep_values)
+
+
+def validate_edits(
+    original: str,
+    edits: list[tuple[int, int, str]],
+    language_id: str,
+    spans: list[tuple[int, int]],
+    *,
+    keep_values: bool = True,
+) -> tuple[str, str | None]:
+    """Like :func:`validate_fix` for several separate spans (a "fix all" with edits far apart): every edit must
+    lie inside one of ``spans``. Returns (fixed text, None or why not); checks only the lines around each span."""
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    segs: list[Seg] = []
+    shift = 0
+    ordered = sorted(edits, key=lambda x: (x[0], x[1]))
+    k = 0
+    for a, b in merged:
+        grow = 0
+        while k < len(ordered) and ordered[k][0] >= a and ordered[k][1] <= b:
+            grow += len(ordered[k][2]) - (ordered[k][1] - ordered[k][0])
+            k += 1
+        segs.append((a, b, a + shift, b + shift + grow))
+        shift += grow
+    if k != len(ordered):
+        return original, "an edit lies outside the broken spans"
+    from .edits import apply_edits
+
+    fixed = apply_edits(original, ordered)
+    return fixed, _validate(original, fixed, language_id, segs, keep_values)
+
+
+def _validate(original: str, fixed: str, language_id: str, segs: list[Seg], keep_values: bool) -> str | None:
     lang = normalize_language(language_id)
     if lang in ("json", "jsonc"):
-        return _validate_json(original, fixed, lang == "jsonc", s, e, fe, keep_values)
+        return _validate_json(original, fixed, lang == "jsonc", segs, keep_values)
     if lang == "markdown":
-        return _validate_markdown(original, fixed, s, e, fe, keep_values)
+        return _validate_markdown(original, fixed, segs, keep_values)
     return None
 
 
@@ -47,15 +88,28 @@ def _extent(start: int, end: int, edits: list[tuple[int, int, str]]) -> tuple[in
     return lo, hi
 
 
-def _issue_check(orig_issues: list, new_issues: list, s: int, e: int, fe: int) -> str | None:
-    delta = fe - e
+def _map_outside(p_lo: int, p_hi: int, segs: list[Seg]) -> int | None:
+    """Shift for an original range lying wholly outside every segment (None when it touches one)."""
+    shift = 0
+    for s, e, _fs, fe in segs:
+        if p_hi < s or (p_hi == s and p_lo < s):
+            return shift
+        if p_lo > e or (p_lo == e and p_hi > e):
+            shift = fe - e
+            continue
+        return None
+    return shift
+
+
+def _issue_check(orig_issues: list, new_issues: list, segs: list[Seg]) -> str | None:
+    """New problems must be original problems (repair included) lying wholly outside every segment."""
     allowed = set()
     for i in orig_issues:
-        lo, hi = _extent(i.start, i.end, i.edits)
-        if hi < s or (hi == s and lo < s):  # wholly before the span (its repair too)
-            allowed.add((i.code, i.start, i.end))
-        elif lo > e or (lo == e and hi > e):  # wholly after it
-            allowed.add((i.code, i.start + delta, i.end + delta))
+        # outside = its span and every edit of its repair lie outside every segment
+        if all(_map_outside(a, b, segs) is not None for a, b, _ in i.edits):
+            shift = _map_outside(i.start, i.end, segs)
+            if shift is not None:
+                allowed.add((i.code, i.start + shift, i.end + shift))
     for i in new_issues:
         if (i.code, i.start, i.end) not in allowed:
             return f"the result still has a problem: {i.message} (offset {i.start})"
@@ -66,55 +120,105 @@ def _validate_json(
     original: str,
     fixed: str,
     jsonc: bool,
-    s: int,
-    e: int,
-    fe: int,
+    segs: list[Seg],
     keep_values: bool,
     lo: int = 0,
     hi_orig: int | None = None,
+    flo: int | None = None,
 ) -> str | None:
     hi_orig = len(original) if hi_orig is None else hi_orig
-    hi_fixed = hi_orig + (fe - e)
-    # 3. problems left: none inside the span, none new outside it.
-    o_issues = [] if _json.fast_valid(original[lo:hi_orig], jsonc) else _json.parse(original, jsonc, lo, hi_orig).issues
-    if lo == 0 and hi_orig == len(original) and _json.fast_valid(fixed, jsonc):
+    flo = lo if flo is None else flo  # where the region starts in the fixed text (earlier edits shift it)
+    hi_fixed = hi_orig + (flo - lo) + sum((fe - fs) - (e - s) for s, e, fs, fe in segs)
+    whole = lo == 0 and hi_orig == len(original)
+    # 3. problems left: none inside the spans, none new outside them.
+    o_res = None if _json.fast_valid(original[lo:hi_orig], jsonc) else _json.parse(original, jsonc, lo, hi_orig)
+    o_issues = o_res.issues if o_res is not None else []
+    if whole and _json.fast_valid(fixed, jsonc):
         n_issues: list = []
     else:
-        n_issues = _json.parse(fixed, jsonc, lo, hi_fixed).issues
-    why = _issue_check(o_issues, n_issues, s, e, fe)
+        n_issues = _json.parse(fixed, jsonc, flo, hi_fixed).issues
+    why = _issue_check(o_issues, n_issues, segs)
     if why:
         return why
-    if not n_issues and not jsonc and lo == 0 and hi_orig == len(original):
+    if not n_issues and not jsonc and whole:
         try:
             _json.strict_loads(fixed, jsonc)
         except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
             return f"the result does not parse: {exc}"
-    # 2. tokens outside the span unchanged. Without block comments no token crosses a line break, so a line
-    # start is a token boundary and the comparison needs only the lines around the span (after them the two
-    # texts are identical from a common boundary on, hence so are their tokens).
-    delta = fe - e
-    w_lo, w_hi = lo, hi_orig
-    if "/*" not in original[lo:hi_orig] and "/*" not in fixed[lo:hi_fixed]:
+    fences = [ed for i in o_issues if i.code == "json.code-fence" for ed in i.edits]
+    no_block = "/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]
+    for cluster in _clusters(original, segs, lo, hi_orig, no_block):
+        why = _check_cluster(original, fixed, jsonc, cluster, flo, hi_fixed, no_block, keep_values, fences)
+        if why:
+            return why
+    return None
+
+
+def _clusters(original: str, segs: list[Seg], lo: int, hi: int, no_block: bool) -> list[tuple[int, int, list[Seg]]]:
+    """Token windows: the whole lines around each segment, merged when they touch (one window without
+    ``no_block``). Without block comments no token crosses a line break, so a line start is a token boundary and
+    beyond a window the two texts are identical from a common boundary on, hence so are their tokens."""
+    if not no_block:
+        return [(lo, hi, list(segs))]
+    out: list[tuple[int, int, list[Seg]]] = []
+    for seg in segs:
+        s, e = seg[0], seg[1]
         w_lo = max(lo, original.rfind("\n", lo, s) + 1)
-        nl = original.find("\n", e, hi_orig)
-        w_hi = hi_orig if nl < 0 else nl + 1
+        nl = original.find("\n", e, hi)
+        w_hi = hi if nl < 0 else nl + 1
+        if out and w_lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], w_hi), out[-1][2] + [seg])
+        else:
+            out.append((w_lo, w_hi, [seg]))
+    return out
+
+
+def _check_cluster(
+    original: str,
+    fixed: str,
+    jsonc: bool,
+    cluster: tuple[int, int, list[Seg]],
+    flo: int,
+    hi_fixed: int,
+    no_block: bool,
+    keep_values: bool,
+    fences: list,
+) -> str | None:
+    w_lo, w_hi, segs = cluster
+    first, last = segs[0], segs[-1]
+    f_lo = w_lo + (first[2] - first[0]) if no_block else flo
+    f_hi = w_hi + (last[3] - last[1]) if no_block else hi_fixed
     ot = list(_json.tokenize(original, w_lo, w_hi))
-    ft = list(_json.tokenize(fixed, w_lo, w_hi + delta))
-    before_o = [t for t in ot if t[2] <= s]
-    before_f = [t for t in ft if t[2] <= s]
-    if before_o != before_f:
-        return "the fix changes how the text before the span reads"
-    after_o = [(k, a + delta, b + delta) for k, a, b in ot if a >= e]
-    after_f = [t for t in ft if t[1] >= fe]
-    if after_o != after_f:
-        return "the fix changes how the text after the span reads"
+    ft = list(_json.tokenize(fixed, f_lo, f_hi))
+    # 2. tokens outside the segments are the same tokens, shifted by the edits before them.
+    out_o: list[tuple[str, int, int]] = []
+    k = 0
+    shift = first[2] - first[0]
+    for kind, a, b in ot:
+        while k < len(segs) and a >= segs[k][1] and not (b <= segs[k][0]):
+            shift = segs[k][3] - segs[k][1]
+            k += 1
+        if any(not (b <= s or a >= e) for s, e, _, _ in segs[max(0, k - 1) : k + 1]):
+            continue
+        out_o.append((kind, a + shift, b + shift))
+    out_f = [t for t in ft if all(t[2] <= fs or t[1] >= fe for _, _, fs, fe in segs)]
+    if out_o != out_f:
+        return "the fix changes how the text around the span reads"
     if not keep_values:
         return None
-    # 4. values (and JSONC comments) inside the span kept.
-    # Markdown fence lines around a pasted JSON document are not values.
-    fences = [ed for i in o_issues if i.code == "json.code-fence" for ed in i.edits]
-    in_o = [t for t in ot if not (t[2] <= s or t[1] >= e) and not any(a <= t[1] and t[2] <= b for a, b, _ in fences)]
-    in_f = [t for t in ft if not (t[2] <= s or t[1] >= fe)]
+    # 4. values (and JSONC comments) inside each segment kept.
+    for s, e, fs, fe in segs:
+        in_o = [
+            t for t in ot if not (t[2] <= s or t[1] >= e) and not any(a <= t[1] and t[2] <= b for a, b, _ in fences)
+        ]
+        in_f = [t for t in ft if not (t[2] <= fs or t[1] >= fe)]
+        why = _values_kept(original, fixed, jsonc, in_o, in_f)
+        if why:
+            return why
+    return None
+
+
+def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list) -> str | None:
     need: Counter = Counter()
     chars_need: Counter = Counter()
     for k, a, b in in_o:
@@ -154,36 +258,43 @@ def _comment_text(t: str) -> str:
 _WORD = re.compile(r"[^\s|]+")
 
 
-def _validate_markdown(original: str, fixed: str, s: int, e: int, fe: int, keep_values: bool) -> str | None:
+def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: bool) -> str | None:
     o_issues = _md.find_markdown_issues(original)
     n_issues = _md.find_markdown_issues(fixed)
-    why = _issue_check(o_issues, n_issues, s, e, fe)
+    why = _issue_check(o_issues, n_issues, segs)
     if why:
         return why
-    # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
     blocks, lines, starts = _md.scan_blocks(original)
+    json_fences = []
     for b in blocks:
-        if b.kind != "fence" or not b.closed or b.last <= b.first + 1:
-            continue
-        lang = _md.JSON_INFOS.get(b.info.split()[0].lower() if b.info else "")
-        cs, ce = starts[b.first + 1], starts[b.last]
-        if lang and cs <= s and e <= ce:
-            return _validate_json(original, fixed, lang == "jsonc", s, e, fe, keep_values, cs, ce)
-    if keep_values:
-        need = Counter(_WORD.findall(original[s:e]))
-        have = Counter(_WORD.findall(fixed[s:fe]))
-        lost = need - have
-        if lost:
-            return f"the fix drops text from the span: {next(iter(lost))!r}"
-    # Repaired tables must also be one table to markdown-it-py (the reference parser).
+        if b.kind == "fence" and b.closed and b.last > b.first + 1:
+            lang = _md.JSON_INFOS.get(b.info.split()[0].lower() if b.info else "")
+            if lang:
+                json_fences.append((starts[b.first + 1], starts[b.last], lang))
     fblocks, flines, fstarts = _md.scan_blocks(fixed)
-    for b in fblocks:
-        if b.kind not in ("table", "pipes"):
+    for s, e, fs, fe in segs:
+        # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
+        inside = next(((cs, ce, lg) for cs, ce, lg in json_fences if cs <= s and e <= ce), None)
+        if inside is not None:
+            cs, ce, lg = inside
+            why = _validate_json(original, fixed, lg == "jsonc", [(s, e, fs, fe)], keep_values, cs, ce, cs + fs - s)
+            if why:
+                return why
             continue
-        rs, re_ = fstarts[b.first], fstarts[b.last] + len(flines[b.last])
-        if re_ < s or rs > fe:
-            continue
-        why = _md.table_is_consistent(fixed[rs:re_] + "\n")
-        if why:
-            return why
+        if keep_values:
+            need = Counter(_WORD.findall(original[s:e]))
+            have = Counter(_WORD.findall(fixed[fs:fe]))
+            lost = need - have
+            if lost:
+                return f"the fix drops text from the span: {next(iter(lost))!r}"
+        # Repaired tables must also be one table to markdown-it-py (the reference parser).
+        for b in fblocks:
+            if b.kind not in ("table", "pipes"):
+                continue
+            rs, re_ = fstarts[b.first], fstarts[b.last] + len(flines[b.last])
+            if re_ < fs or rs > fe:
+                continue
+            why = _md.table_is_consistent(fixed[rs:re_] + "\n")
+            if why:
+                return why
     return None
