@@ -33,15 +33,20 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 _HASH_COMMENT_LANGS = frozenset({"python", "shellscript", "yaml", "toml", "ruby", "perl", "r", "makefile"})
 
 
+# Control characters (not tab/newline/CR) and U+FFFD (bytes of a character a draft has not finished, or
+# junk from an untrained model) never belong in a suggestion.
+_JUNK_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
 def strip_special_tokens(raw: str) -> str:
-    """Cut at the first turn/EOS token and drop padding-like tokens a backend left in the text."""
+    """Cut at the first turn/EOS token; drop padding-like tokens, control characters and U+FFFD."""
     for tok in _CUT_TOKENS:
         i = raw.find(tok)
         if i != -1:
             raw = raw[:i]
     for tok in _DROP_TOKENS:
         raw = raw.replace(tok, "")
-    return raw
+    return _JUNK_CHARS.sub("", raw)
 
 
 def _drop_markers(text: str) -> str:

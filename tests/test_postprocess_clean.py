@@ -73,6 +73,7 @@ CLEAN_CASES = [
     ("x = |\n", "2<end_of_turn>\n<start_of_turn>user", "python", "x = 2\n"),
     ("x = |\n", "2<eos><pad><pad>", "python", "x = 2\n"),
     ("x = |\n", "`2`", "python", "x = 2\n"),
+    ("x = |\n", "4\x002\x1b\ufffd", "python", "x = 42\n"),  # control characters, an unfinished character
     ("x = foo(|)\n", "x = foo(<|CURSOR|>)", "python", "x = foo()\n"),  # echoed line: nothing new
     # multi-line: indentation kept / repaired, suffix lines not repeated
     ("def f(x):\n    |\n", "return x + 1", "python", "def f(x):\n    return x + 1\n"),
@@ -230,7 +231,7 @@ FUZZ_DOCS = ["print(|)\n", "def f(x):\n    |\n    return y\n", "x = |\n", 'a = "
 def test_any_model_output_cleans_without_error(doc: str, raw: str) -> None:
     _, ctx, plan = setup(doc, "python" if "{" not in doc else "javascript")
     out = clean_completion(raw, ctx, plan)
-    assert "<|CURSOR|>" not in out and "<eos>" not in out
+    assert "<|CURSOR|>" not in out and "<eos>" not in out and "\x00" not in out
     closers = ctx.line_suffix[: plan.replace_suffix_chars]
     assert out != closers or not out
     if plan.mode == "single":
