@@ -1,0 +1,199 @@
+"""End-to-end structure diagnostics and "fix structure" code actions against ``dgemma-lsp --stdio``.
+
+Listing is instant (no model call, seen in the stats); the model runs in ``codeAction/resolve``; an edit is
+offered only for a validated fix (valid JSON, nothing outside the broken span changed); the deterministic
+rules are a separate, labelled action.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import configure, edit, execute, open_doc, status, wait_until
+from lsprotocol import types
+
+from dgemma_lsp.lsp.text import LineIndex
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+BROKEN_JSON = '{\n  "name": "demo",\n  "$id": "C:\\\\Users\\\\x",\n  "tags": ["a", "b",],\n  "n": 1\n}\n'
+
+
+def apply(text: str, edits: list[types.TextEdit]) -> str:
+    index = LineIndex(text)
+    spans = []
+    for e in edits:
+        a = index.offset(e.range.start.line, e.range.start.character)
+        b = index.offset(e.range.end.line, e.range.end.character)
+        spans.append((a, b, e.new_text))
+    for a, b, new in sorted(spans, reverse=True):
+        text = text[:a] + new + text[b:]
+    return text
+
+
+async def diagnostics_for(client, uri: str, version: int | None = None):
+    async def ready():
+        d = client.diagnostics.get(uri)
+        return None if d is None else (d,)  # a tuple: an empty list is a real answer
+
+    return (await wait_until(ready, timeout=20))[0]
+
+
+async def list_actions(client, uri: str, start: tuple[int, int], end: tuple[int, int], diags=()):
+    return await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=start[0], character=start[1]),
+                end=types.Position(line=end[0], character=end[1]),
+            ),
+            context=types.CodeActionContext(diagnostics=list(diags)),
+        )
+    )
+
+
+async def test_json_diagnostic_has_exact_span(lsp):
+    uri = "file:///s/broken.json"
+    open_doc(lsp, uri, BROKEN_JSON, "json")
+    diags = await diagnostics_for(lsp, uri)
+    assert diags, "no diagnostic for a trailing comma"
+    d = diags[0]
+    assert d.source == "dgemma" and d.severity == types.DiagnosticSeverity.Error
+    assert d.range.start.line == 3  # the trailing comma in "tags"
+    line = BROKEN_JSON.splitlines()[3]
+    assert "," in line[d.range.start.character : max(d.range.end.character, d.range.start.character + 1)]
+
+
+async def test_diagnostics_follow_edits(lsp):
+    uri = "file:///s/edited.json"
+    open_doc(lsp, uri, '{"a": 1}\n', "json")
+    assert await diagnostics_for(lsp, uri) == []
+    edit(lsp, uri, 2, (0, 7), (0, 7), ",")  # {"a": 1,}
+    await wait_until(lambda: _has(lsp, uri), timeout=20)
+    edit(lsp, uri, 3, (0, 7), (0, 8), "")
+    await wait_until(lambda: _empty(lsp, uri), timeout=20)
+
+
+async def _has(client, uri):
+    return bool(client.diagnostics.get(uri))
+
+
+async def _empty(client, uri):
+    return client.diagnostics.get(uri) == []
+
+
+async def test_markdown_diagnostics(lsp):
+    uri = "file:///s/notes.md"
+    text = '# Notes\n\n| a | b |\n|---|---|\n| 1 | 2 | 3 |\n\n```json\n{"x": [1, 2}\n```\n\n```python\nprint(1)\n'
+    open_doc(lsp, uri, text, "markdown")
+    await wait_until(lambda: _has(lsp, uri), timeout=20)
+    lines = {d.range.start.line for d in lsp.diagnostics[uri]}
+    assert 4 in lines  # the ragged row
+    assert 7 in lines  # the JSON inside the fence
+    assert any(line >= 10 for line in lines)  # the unclosed fence
+
+
+async def test_listing_is_instant_and_model_free(lsp):
+    uri = "file:///s/list.json"
+    open_doc(lsp, uri, BROKEN_JSON, "json")
+    diags = await diagnostics_for(lsp, uri)
+    before = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
+    actions = await list_actions(lsp, uri, (3, 0), (3, 20), diags)
+    after = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
+    assert after == before  # listing never runs the model
+    kinds = {a.kind for a in actions}
+    assert {"quickfix.dgemma.fixStructure", "quickfix.dgemma.fixStructure.rules", "source.fixAll.dgemma"} <= kinds
+    assert all(a.edit is None for a in actions)  # edits come from codeAction/resolve
+    rules = [a for a in actions if a.kind == "quickfix.dgemma.fixStructure.rules"]
+    assert "deterministic" in rules[0].title and "no model" in rules[0].title
+
+
+async def test_rules_fallback_edit_keeps_values_and_only_touches_the_span(lsp):
+    uri = "file:///s/rules.json"
+    open_doc(lsp, uri, BROKEN_JSON, "json")
+    diags = await diagnostics_for(lsp, uri)
+    actions = await list_actions(lsp, uri, (3, 0), (3, 20), diags)
+    rules = next(a for a in actions if a.kind == "quickfix.dgemma.fixStructure.rules")
+    resolved = await lsp.code_action_resolve_async(rules)
+    assert resolved.edit is not None
+    assert list(resolved.edit.changes) == [uri]  # never another document
+    fixed = apply(BROKEN_JSON, resolved.edit.changes[uri])
+    data = json.loads(fixed)
+    assert data == {"name": "demo", "$id": "C:\\Users\\x", "tags": ["a", "b"], "n": 1}
+    lines, fixed_lines = BROKEN_JSON.splitlines(), fixed.splitlines()
+    assert lines[:3] == fixed_lines[:3] and lines[4:] == fixed_lines[4:]  # only the broken line changed
+
+
+async def test_model_fix_is_validated_or_not_offered(lsp):
+    """The random-weight model rarely repairs anything: resolve must then return no edit, never an invalid one."""
+    uri = "file:///s/model.json"
+    open_doc(lsp, uri, BROKEN_JSON, "json")
+    diags = await diagnostics_for(lsp, uri)
+    actions = await list_actions(lsp, uri, (3, 0), (3, 20), diags)
+    model = next(a for a in actions if a.kind == "quickfix.dgemma.fixStructure")
+    before = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
+    resolved = await lsp.code_action_resolve_async(model)
+    after = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
+    assert after > before  # the model ran in resolve
+    if resolved.edit is not None:
+        fixed = apply(BROKEN_JSON, resolved.edit.changes[uri])
+        json.loads(fixed)
+        assert fixed.splitlines()[:3] == BROKEN_JSON.splitlines()[:3]
+
+
+async def test_fix_all_command_applies_a_valid_edit(lsp):
+    uri = "file:///s/all.json"
+    text = '{"a": [1, 2,], "b": {"c": 3,},}\n'
+    open_doc(lsp, uri, text, "json")
+    await configure(lsp, repair="rules")
+    try:
+        result = await execute(lsp, "dgemma.fixStructure", {"uri": uri})
+    finally:
+        await configure(lsp)
+    assert result["applied"] is True and result["kind"] == "rules"
+    applied = lsp.applied[-1]
+    assert list(applied.changes) == [uri]
+    assert json.loads(apply(text, applied.changes[uri])) == {"a": [1, 2], "b": {"c": 3}}
+
+
+async def test_complete_markdown_table_action(lsp):
+    uri = "file:///s/table.md"
+    text = "Intro\n\n| name | qty |\n| apple | 3 |\n| pear |\n"
+    open_doc(lsp, uri, text, "markdown")
+    await wait_until(lambda: _has(lsp, uri), timeout=20)
+    await configure(lsp, repair="rules")
+    try:
+        actions = await list_actions(lsp, uri, (3, 2), (3, 2))
+        table = next(a for a in actions if a.kind == "refactor.rewrite.dgemma.completeTable")
+        resolved = await lsp.code_action_resolve_async(table)
+    finally:
+        await configure(lsp)
+    assert resolved.edit is not None
+    fixed = apply(text, resolved.edit.changes[uri])
+    rows = [ln for ln in fixed.splitlines() if ln.startswith("|")]
+    assert len({ln.count("|") for ln in rows}) == 1  # one column count
+    assert any(set(ln.replace("|", "").strip()) <= set("-: ") for ln in rows)  # a separator row
+    assert fixed.startswith("Intro\n\n")
+
+
+async def test_rewrite_selection_touches_only_the_selection(lsp):
+    uri = "file:///s/rewrite.py"
+    text = "a = 1\nb = a + 2\nc = 3\n"
+    open_doc(lsp, uri, text)
+    actions = await list_actions(lsp, uri, (1, 0), (1, 9))
+    rewrite = next(a for a in actions if a.kind == "refactor.rewrite.dgemma.rewriteSelection")
+    resolved = await lsp.code_action_resolve_async(rewrite)
+    if resolved.edit is not None:
+        fixed = apply(text, resolved.edit.changes[uri])
+        assert fixed.startswith("a = 1\n") and fixed.endswith("\nc = 3\n")
+
+
+async def test_resolve_after_an_edit_is_content_modified(lsp):
+    uri = "file:///s/stale.json"
+    open_doc(lsp, uri, BROKEN_JSON, "json")
+    diags = await diagnostics_for(lsp, uri)
+    actions = await list_actions(lsp, uri, (3, 0), (3, 20), diags)
+    edit(lsp, uri, 2, (0, 0), (0, 0), " ")
+    with pytest.raises(Exception, match="changed"):
+        await lsp.code_action_resolve_async(actions[0])
