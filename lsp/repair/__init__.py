@@ -15,7 +15,7 @@ from __future__ import annotations
 from .edits import Edit, Fix, apply_edits, minimal_edits
 from .model import complete_table, model_fix, repair, rewrite_check
 from .rules import rules_fix
-from .validate import validate_fix
+from .validate import revalidate, validate_edits, validate_fix
 
 __all__ = [
     "Edit",
@@ -28,4 +28,6 @@ __all__ = [
     "complete_table",
     "rewrite_check",
     "validate_fix",
+    "validate_edits",
+    "revalidate",
 ]

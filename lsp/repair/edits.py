@@ -132,6 +132,7 @@ class Fix:
     edits: list[Edit]
     codes: list[str] = field(default_factory=list)  # diagnostic codes this fix resolves
     detail: str = ""  # e.g. "attempt 2/3, seed 1, 32 steps" or "json-repair on the broken span"
+    spans: list[tuple[int, int]] = field(default_factory=list)  # the separate spans validated (default: span)
 
     def apply(self, original: str) -> str:
         return apply_edits(original, self.edits)

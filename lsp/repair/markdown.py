@@ -17,7 +17,10 @@ _BQ = re.compile(r"[ ]{0,3}>[ ]?")
 _FENCE_OPEN = re.compile(r"([ \t]*)(`{3,}|~{3,})(.*)$")
 _LIST_ITEM = re.compile(r"([ ]*)([-*+]|[0-9]{1,9}[.)])([ \t]+|$)")
 _DELIM_CELL = re.compile(r"[ \t]*:?-+:?[ \t]*$")
-_BLOCK_START = re.compile(r"[ ]{0,3}(?:#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}|(?:[-*_][ \t]*){3,}$)")
+_BLOCK_START = re.compile(
+    r"[ ]{0,3}(?:#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}|(?:[-*_][ \t]*){3,}$|[-*+](?:[ \t]|$)|[0-9]{1,9}[.)](?:[ \t]|$)"
+    r"|<[A-Za-z/!?])"
+)
 _SPECIAL_FIRST = frozenset(" \t>-*+0123456789`~|")
 JSON_INFOS = {"json": "json", "jsonc": "jsonc", "json5": "jsonc", "jsonl": None, "geojson": "json"}
 
@@ -195,7 +198,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                     while j < n:
                         p3, r3 = _strip_bq(lines[j])
                         r3b = r3[base:] if base and _indent(r3) >= base else r3
-                        if p3 != prefix or not r3b.strip() or not _has_pipe(r3b) or _BLOCK_START.match(r3b):
+                        if p3 != prefix or not r3b.strip() or _BLOCK_START.match(r3b) or _indent(r3b) >= 4:
                             break
                         j += 1
                     blocks.append(Block("table", i, j - 1, prefix))

@@ -94,6 +94,7 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
                 [Edit(*ed) for ed in edits],
                 codes,
                 "in-place repair",
+                spans,
             )
 
     # 2. json-repair on the smallest enclosing value(s), for JSON issues the in-place repairer cannot handle.
@@ -107,13 +108,15 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
             cand = _json_repair_span(text, lo, hi, jl == "jsonc")
             if cand is None:
                 continue
-            if validate_fix(text, cand, lang, (min(lo, targets[0].start), max(hi, targets[0].end))) is None:
+            vspan = (min(lo, targets[0].start), max(hi, targets[0].end))
+            if validate_fix(text, cand, lang, vspan) is None:
                 return _fix_from_texts(
                     text,
                     cand,
                     f"{title} (json-repair on the broken span)",
                     codes,
                     "json-repair applied to the enclosing value only",
+                    span=vspan,
                 )
         return None
 
@@ -142,13 +145,22 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
                 return None
     if current == text or _raw_issues(current, lang):
         return None
+    s, e, _ = changed_span(text, current)
     return _fix_from_texts(
         text,
         current,
         f"{title} (deterministic rules + json-repair)",
         codes,
         "in-place repairs, json-repair on the values they could not fix",
+        span=_whole_lines(text, s, e),
+        language=lang,
     )
+
+
+def _whole_lines(text: str, s: int, e: int) -> tuple[int, int]:
+    """The lines holding ``[s, e)`` (a token cut by a diff boundary is then inside the span)."""
+    nl = text.find("\n", e)
+    return text.rfind("\n", 0, s) + 1, len(text) if nl < 0 else nl
 
 
 def _extent(issue) -> tuple[int, int]:

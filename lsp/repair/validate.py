@@ -72,6 +72,13 @@ def validate_edits(
     return fixed, _validate(original, fixed, language_id, segs, keep_values)
 
 
+def revalidate(original: str, fix: object, language_id: str) -> str | None:
+    """Check a :class:`~.edits.Fix` again against ``original`` (the server does this before applying one)."""
+    edits = [(e.start, e.end, e.new_text) for e in fix.edits]  # type: ignore[attr-defined]
+    spans = list(fix.spans) or [fix.span]  # type: ignore[attr-defined]
+    return validate_edits(original, edits, language_id, spans)[1]
+
+
 def _validate(original: str, fixed: str, language_id: str, segs: list[Seg], keep_values: bool) -> str | None:
     lang = normalize_language(language_id)
     if lang in ("json", "jsonc"):
@@ -92,9 +99,10 @@ def _map_outside(p_lo: int, p_hi: int, segs: list[Seg]) -> int | None:
     """Shift for an original range lying wholly outside every segment (None when it touches one)."""
     shift = 0
     for s, e, _fs, fe in segs:
-        if p_hi < s or (p_hi == s and p_lo < s):
+        # A zero-width range (an insertion point) at a segment's edge is outside unless the segment is one too.
+        if p_hi < s or (p_hi == s and (p_lo < s or s < e)):
             return shift
-        if p_lo > e or (p_lo == e and p_hi > e):
+        if p_lo > e or (p_lo == e and (p_hi > e or s < e)):
             shift = fe - e
             continue
         return None

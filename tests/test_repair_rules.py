@@ -1,0 +1,158 @@
+"""Deterministic repair (rules_fix): one row per breakage kind, checked the way a user would check it.
+
+Every row gives the broken text and the exact document the "fix all" action must produce; the test also checks
+that the result parses, that every per-diagnostic fix is validated on its own, and that the edits reproduce it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dgemma_lsp.lsp.diagnostics import find_issues
+from dgemma_lsp.lsp.repair import apply_edits, revalidate, rules_fix
+from dgemma_lsp.lsp.repair import jsonc as J
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
+
+CASES: list[tuple[str, str, str, str]] = [
+    # (name, language, broken, fixed)
+    ("trailing comma in object", "json", '{"a": 1,}', '{"a": 1}'),
+    ("trailing comma in array", "json", "[1, 2, 3,]", "[1, 2, 3]"),
+    ("missing comma between members", "json", '{"a": 1 "b": 2}', '{"a": 1, "b": 2}'),
+    ("missing comma across lines", "json", "[\n  1\n  2\n]", "[\n  1,\n  2\n]"),
+    ("missing closers at the end", "json", '{"a": [1, 2', '{"a": [1, 2]}'),
+    (
+        "truncated pretty document",
+        "json",
+        '{\n  "a": {\n    "b": [1, 2,\n',
+        '{\n  "a": {\n    "b": [1, 2]\n  }\n}\n',
+    ),
+    ("truncated inside a string", "json", '{"msg": "hel', '{"msg": "hel"}'),
+    ("truncated after a colon", "json", '{"a": 1, "b":', '{"a": 1, "b": null}'),
+    ("truncated after a key", "json", '{"a": 1, "b"', '{"a": 1, "b": null}'),
+    ("missing inner closer", "json", '{"a": [1, 2}', '{"a": [1, 2]}'),
+    ("mismatched closer", "json", '{"a": 1]', '{"a": 1}'),
+    ("extra closer", "json", '{"a": 1}}', '{"a": 1}'),
+    ("unquoted key keeps $", "json", '{$id: "x"}', '{"$id": "x"}'),
+    ("unquoted multi-word key", "json", "{first name: 1}", '{"first name": 1}'),
+    ("single-quoted strings", "json", "{'a': 'it\\'s \"ok\"'}", '{"a": "it\'s \\"ok\\""}'),
+    ("unquoted string value", "json", '{"name": John Smith}', '{"name": "John Smith"}'),
+    ("windows path escapes", "json", '{"p": "C:\\Users\\me"}', '{"p": "C:\\\\Users\\\\me"}'),
+    ("raw tab in a string", "json", '{"a": "x\ty"}', '{"a": "x\\ty"}'),
+    ("python literals", "json", '{"a": True, "b": None, "c": False}', '{"a": true, "b": null, "c": false}'),
+    ("nan and undefined", "json", "[NaN, undefined, Infinity]", "[null, null, null]"),
+    ("bad numbers", "json", "[01, .5, 1., +3, 0x1F]", "[1, 0.5, 1.0, 3, 31]"),
+    ("missing colon", "json", '{"a" 1}', '{"a": 1}'),
+    ("equals instead of colon", "json", '{"a" = 1}', '{"a" : 1}'),
+    ("missing value", "json", '{"a": }', '{"a": null}'),
+    ("double comma", "json", "[1,,2]", "[1,2]"),
+    ("line comment in strict JSON", "json", '{\n  // note\n  "a": 1\n}', '{\n  "a": 1\n}'),
+    ("block comment in strict JSON", "json", '{"a": /* x */ 1}', '{"a":  1}'),
+    ("code fence around JSON", "json", '```json\n{"a": 1}\n```\n', '{"a": 1}\n'),
+    ("unterminated key", "json", '{"a: 1}', '{"a": 1}'),
+    ("unclosed array before next key", "json", '{"k": ["a", "b",\n "n": 1}', '{"k": ["a", "b"],\n "n": 1}'),
+    (
+        "jsonc keeps comments and trailing commas",
+        "jsonc",
+        '{\n  // c\n  "a": 1 // d\n  "b": 2,\n}',
+        '{\n  // c\n  "a": 1, // d\n  "b": 2,\n}',
+    ),
+    ("jsonc block comment between members", "jsonc", '{"a": 1 /* x */ "b": 2}', '{"a": 1, /* x */ "b": 2}'),
+    ("jsonc unterminated block comment", "jsonc", '{"a": 1 /* open\n}', '{"a": 1 /* open */\n}'),
+    ("ragged table row", "markdown", "| a | b |\n|---|---|\n| 1 |\n", "| a | b |\n|---|---|\n| 1 |  |\n"),
+    (
+        "table row wider than the header",
+        "markdown",
+        "| a | b |\n|---|---|\n| 1 | 2 | 3 |\n",
+        "| a | b |  |\n|---|---|---|\n| 1 | 2 | 3 |\n",
+    ),
+    ("missing separator row", "markdown", "| x | y |\n| 1 | 2 |\n", "| x | y |\n| --- | --- |\n| 1 | 2 |\n"),
+    ("separator of the wrong width", "markdown", "| x | y |\n|---|\n| 1 | 2 |\n", "| x | y |\n|---|---|\n| 1 | 2 |\n"),
+    ("pipe-less table rows", "markdown", "a | b\n--|--\n1\n", "a | b\n--|--\n1 |  |\n"),
+    ("unclosed fence at end", "markdown", "text\n```python\ncode\n", "text\n```python\ncode\n```\n"),
+    ("unclosed fence without newline", "markdown", "~~~~\ncode", "~~~~\ncode\n~~~~"),
+    ("unclosed fence in a blockquote", "markdown", "> ```\n> x\n\nafter\n", "> ```\n> x\n> ```\n\nafter\n"),
+    ("json fence in markdown", "markdown", 'a\n```json\n{"a": 1,}\n```\n', 'a\n```json\n{"a": 1}\n```\n'),
+]
+
+
+@pytest.mark.parametrize(("name", "lang", "broken", "fixed"), CASES, ids=[c[0] for c in CASES])
+def test_fix_all(name: str, lang: str, broken: str, fixed: str) -> None:
+    issues = find_issues(broken, lang)
+    assert issues, f"{name}: no diagnostic for broken text"
+    fix = rules_fix(broken, lang, None)
+    assert fix is not None, f"{name}: no fix"
+    assert fix.kind == "rules" and "deterministic" in fix.title
+    assert fix.apply(broken) == fixed
+    assert find_issues(fixed, lang) == []
+    if lang == "json":
+        json.loads(fixed)
+    # the reported span holds every edit, and new_text is what replaces it
+    s, e = fix.span
+    assert all(s <= ed.start <= ed.end <= e for ed in fix.edits)
+    assert broken[:s] + fix.new_text + broken[e:] == fixed
+
+
+@pytest.mark.parametrize(("name", "lang", "broken", "fixed"), CASES, ids=[c[0] for c in CASES])
+def test_each_diagnostic_fix_is_validated_and_local(name: str, lang: str, broken: str, fixed: str) -> None:
+    for issue in find_issues(broken, lang):
+        fix = rules_fix(broken, lang, issue)
+        if fix is None:
+            continue  # some issues only go away together with another; the fix-all action covers them
+        out = fix.apply(broken)
+        assert revalidate(broken, fix, lang) is None
+        left = find_issues(out, lang)
+        assert all(i.code != issue.code or i.start != issue.start for i in left), f"{name}: {issue.code} remains"
+
+
+def test_at_least_25_breakage_kinds() -> None:
+    assert len(CASES) >= 25
+
+
+def test_value_traps_survive() -> None:
+    """json-repair turns $id into id and C:\\Users into C:Users; ours keeps what the user meant."""
+    broken = '{$id: "urn:x", "path": "C:\\Users\\me", "n": 1,}'
+    out = rules_fix(broken, "json", None).apply(broken)
+    assert json.loads(out) == {"$id": "urn:x", "path": "C:\\Users\\me", "n": 1}
+
+
+def test_jsonc_comments_all_survive_a_fix_all() -> None:
+    text = (FIXTURES / "settings.jsonc").read_text()
+    fix = rules_fix(text, "jsonc", None)
+    out = fix.apply(text)
+    before = [text[a:b] for k, a, b in J.tokenize(text) if k == J.COMMENT]
+    after = [out[a:b] for k, a, b in J.tokenize(out) if k == J.COMMENT]
+    assert before == after and len(before) == 3
+    assert find_issues(out, "jsonc") == []
+
+
+def test_nothing_to_fix_returns_none() -> None:
+    assert rules_fix('{"a": [1, 2]}', "json", None) is None
+    assert rules_fix("| a |\n|---|\n| 1 |\n", "markdown", None) is None
+    assert rules_fix("anything", "python", None) is None
+
+
+def test_extra_top_level_data_uses_span_limited_json_repair_and_stays_valid() -> None:
+    broken = '{"a": 1} {"b": 2}'
+    fix = rules_fix(broken, "json", None)
+    assert fix is not None and "json-repair" in fix.title
+    assert json.loads(fix.apply(broken)) == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.iterdir()), ids=lambda p: p.name)
+def test_fixture_files(path: Path) -> None:
+    lang = {".json": "json", ".jsonc": "jsonc", ".md": "markdown"}[path.suffix]
+    text = path.read_text()
+    issues = find_issues(text, lang)
+    assert issues
+    fix = rules_fix(text, lang, None)
+    assert fix is not None
+    out = apply_edits(text, fix.edits)
+    assert find_issues(out, lang) == []
+    for issue in issues:
+        one = rules_fix(text, lang, issue)
+        assert one is not None, issue
+        assert revalidate(text, one, lang) is None
