@@ -340,6 +340,13 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
         lines.pop()
     if not lines:
         return ""
+    first = 0
+    while first < len(lines) - 1 and not lines[first].strip():
+        first += 1
+    if not ctx.line_prefix.strip():
+        lines = lines[first:]  # on a blank line the code starts here, not lines below
+    elif first:
+        lines = ["", *lines[first:]]  # after an opener: exactly one line break
     prev_line = _last_line_before(ctx)
     if len(lines) > 1 and prev_line.strip() and lines[0].strip() == prev_line.strip():
         lines = lines[1:]  # echoed the line above the cursor

@@ -83,6 +83,8 @@ CLEAN_CASES = [
     ("def f(x):|\n", "return x + 1", "python", "def f(x):\n    return x + 1\n"),
     ("def f(x):|\n", "\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
     ("def f(x):|\n", "def f(x):\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
+    ("def f(x):|\n", "\n\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
+    ("def f(x):\n    |\n", "\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
     (
         "def f(x):\n    |\n    return y\n",
         "y = x * 2\n    return y\n",
