@@ -247,8 +247,11 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
             # Continuation lines are relative to the first line: shift them under the cursor's indentation.
             lines = lines[:1] + [target + ln if ln.strip() else ln for ln in lines[1:]]
         return lines
-    # End of a line that opens a block: the body starts on the next line, one step deeper.
+    # End of a line that opens a block: the body starts on the next line, one step deeper. After "(", "[",
+    # "=>" or "->" an answer that continues on the same line ("a, b)", "x + 1") stays there.
     if lines and lines[0].strip():
+        if line_prefix.rstrip().endswith(("(", "[", "=>", "->")):
+            return lines
         lines = ["", *lines]
     body = [ln for ln in lines[1:] if ln.strip()]
     want = _indent_of(line_prefix) + indent_unit(ctx)

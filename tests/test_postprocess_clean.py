@@ -84,6 +84,9 @@ CLEAN_CASES = [
     ("def f(x):|\n", "\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
     ("def f(x):|\n", "def f(x):\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
     ("def f(x):|\n", "\n\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
+    ("total = sum(|\n", "prices)", "python", "total = sum(prices)\n"),  # continues on the same line
+    ("total = sum(|\n", "\n    prices,\n)", "python", "total = sum(\n    prices,\n)\n"),
+    ("const f = (x) =>|\n", " x + 1;", "javascript", "const f = (x) => x + 1;\n"),
     ("def f(x):\n    |\n", "\n    return x + 1", "python", "def f(x):\n    return x + 1\n"),
     (
         "def f(x):\n    |\n    return y\n",
