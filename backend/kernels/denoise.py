@@ -1,0 +1,297 @@
+"""Triton kernels for the denoising hot path: two launches per step instead of ~10 PyTorch passes over the logits.
+
+* ``_row_kernel`` — one program per canvas row, one pass over the vocabulary: softcap (optional), temperature,
+  argmax (first index of the max), Gumbel-max sample on given uniform noise or on in-kernel Philox noise, entropy by
+  an online log-sum-exp (running max ``m``, ``s = sum e^(x-m)``, ``t = sum e^(x-m) (x-m)``, ``H = log s - t / s``),
+  and optionally the scaled logits in the self-conditioning dtype (so no separate division pass is needed).
+* ``_accept_kernel`` — one program per request: the entropy-bound acceptance without a sort (a row is accepted when
+  the entropy of the rows ahead of it in (entropy, position) order sums to <= the bound, which is exactly
+  transformers' ``cumsum(sorted) - sorted <= bound`` with a stable sort), pins, renoise, the next canvas and the draft.
+
+Semantics: :mod:`.reference`. Runs on CUDA, and on CPU under ``TRITON_INTERPRET=1`` (how CI tests it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .reference import StepOutput, denoise_step_reference, segment_offsets
+
+try:  # triton is optional: the reference runs everywhere
+    import triton
+    import triton.language as tl
+
+    HAVE_TRITON = True
+except ImportError:  # pragma: no cover - exercised only where triton is missing
+    HAVE_TRITON = False
+
+
+def kernels_usable(device: torch.device | str) -> bool:
+    """True when the Triton kernels can run on tensors of ``device`` (CUDA, or any device in interpreter mode)."""
+    if not HAVE_TRITON:
+        return False
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    return torch.device(device).type == "cuda"
+
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _row_kernel(
+        logits_ptr,
+        stride_l,
+        temp_ptr,
+        noise_ptr,
+        stride_n,
+        seed,
+        scaled_ptr,
+        stride_s,
+        argmax_ptr,
+        sample_ptr,
+        entropy_ptr,
+        V,
+        softcap,
+        HAS_NOISE: tl.constexpr,
+        WRITE_SCALED: tl.constexpr,
+        SOFTCAP: tl.constexpr,
+        BLOCK_V: tl.constexpr,
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        temp = tl.load(temp_ptr + row)
+        base = logits_ptr + row * stride_l
+        # scalars that carry across vocabulary blocks
+        m = tl.full((), float("-inf"), tl.float32)
+        s = tl.zeros((), tl.float32)
+        t = tl.zeros((), tl.float32)
+        best = tl.full((), float("-inf"), tl.float32)
+        best_i = tl.zeros((), tl.int32)
+        gbest = tl.full((), float("-inf"), tl.float32)
+        gbest_i = tl.zeros((), tl.int32)
+        for start in range(0, V, BLOCK_V):
+            offs = start + tl.arange(0, BLOCK_V)
+            valid = offs < V
+            x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
+            if SOFTCAP:
+                # tanh via exp: tl has no tanh on every backend
+                z = x / softcap
+                x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
+            x = x / temp
+            if WRITE_SCALED:
+                tl.store(scaled_ptr + row * stride_s + offs, x.to(scaled_ptr.dtype.element_ty), mask=valid)
+            x = tl.where(valid, x, float("-inf"))
+            # argmax: first index of the block max, then strictly-greater across blocks (= torch.argmax)
+            bm = tl.max(x, axis=0)
+            bi = tl.min(tl.where(x == bm, offs, 2147483647), axis=0)
+            take = bm > best
+            best_i = tl.where(take, bi, best_i)
+            best = tl.where(take, bm, best)
+            # Gumbel-max sample
+            if HAS_NOISE:
+                u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
+            else:
+                u = tl.rand(seed, (row * V + offs).to(tl.int32))
+            g = tl.where(valid, x - tl.log(-tl.log(u)), float("-inf"))
+            gm = tl.max(g, axis=0)
+            gi = tl.min(tl.where(g == gm, offs, 2147483647), axis=0)
+            gtake = gm > gbest
+            gbest_i = tl.where(gtake, gi, gbest_i)
+            gbest = tl.where(gtake, gm, gbest)
+            # online entropy: rescale the running sums to the new max
+            m_new = tl.maximum(m, bm)
+            alpha = tl.exp(m - m_new)
+            shift = tl.where(s > 0, m - m_new, 0.0)
+            d = tl.where(valid, x - m_new, 0.0)
+            e = tl.where(valid, tl.exp(d), 0.0)
+            t = alpha * (t + s * shift) + tl.sum(e * d, axis=0)
+            s = alpha * s + tl.sum(e, axis=0)
+            m = m_new
+        tl.store(argmax_ptr + row, best_i.to(tl.int64))
+        tl.store(sample_ptr + row, gbest_i.to(tl.int64))
+        tl.store(entropy_ptr + row, tl.log(s) - t / s)
+
+    @triton.jit
+    def _accept_kernel(
+        entropy_ptr,
+        offsets_ptr,
+        bound_ptr,
+        pinned_ptr,
+        pinned_tok_ptr,
+        sample_ptr,
+        argmax_ptr,
+        renoise_ptr,
+        accepted_ptr,
+        next_ptr,
+        draft_ptr,
+        HAS_PINS: tl.constexpr,
+        BLOCK_I: tl.constexpr,
+        BLOCK_J: tl.constexpr,
+    ):
+        b = tl.program_id(0)
+        ib = tl.program_id(1)
+        lo = tl.load(offsets_ptr + b)
+        hi = tl.load(offsets_ptr + b + 1)
+        n = hi - lo
+        if ib * BLOCK_I < n:
+            bound = tl.load(bound_ptr + b)
+            oi = ib * BLOCK_I + tl.arange(0, BLOCK_I)
+            vi = oi < n
+            ei = tl.load(entropy_ptr + lo + oi, mask=vi, other=0.0)
+            if HAS_PINS:
+                pi = tl.load(pinned_ptr + lo + oi, mask=vi, other=0) != 0
+                ei = tl.where(pi, 0.0, ei)
+            # prefix[i] = sum of entropies that sort before row i (ties by position)
+            prefix = tl.zeros((BLOCK_I,), tl.float32)
+            for js in range(0, n, BLOCK_J):
+                oj = js + tl.arange(0, BLOCK_J)
+                vj = oj < n
+                ej = tl.load(entropy_ptr + lo + oj, mask=vj, other=0.0)
+                if HAS_PINS:
+                    pj = tl.load(pinned_ptr + lo + oj, mask=vj, other=0) != 0
+                    ej = tl.where(pj, 0.0, ej)
+                before = (ej[None, :] < ei[:, None]) | ((ej[None, :] == ei[:, None]) & (oj[None, :] < oi[:, None]))
+                before = before & vj[None, :]
+                prefix += tl.sum(tl.where(before, ej[None, :], 0.0), axis=1)
+            acc = prefix <= bound
+            smp = tl.load(sample_ptr + lo + oi, mask=vi, other=0)
+            amx = tl.load(argmax_ptr + lo + oi, mask=vi, other=0)
+            rn = tl.load(renoise_ptr + lo + oi, mask=vi, other=0).to(tl.int64)
+            nxt = tl.where(acc, smp, rn)
+            if HAS_PINS:
+                ptok = tl.load(pinned_tok_ptr + lo + oi, mask=vi, other=0).to(tl.int64)
+                acc = acc | pi
+                nxt = tl.where(pi, ptok, nxt)
+                amx = tl.where(pi, ptok, amx)
+            tl.store(accepted_ptr + lo + oi, acc.to(tl.int8), mask=vi)
+            tl.store(next_ptr + lo + oi, nxt, mask=vi)
+            tl.store(draft_ptr + lo + oi, amx, mask=vi)
+
+
+def denoise_step(
+    logits: torch.Tensor,
+    temperature: torch.Tensor | float,
+    *,
+    renoise_tokens: torch.Tensor,
+    noise: torch.Tensor | None = None,
+    seed: int | None = None,
+    entropy_bound: torch.Tensor | float = 0.1,
+    segments: torch.Tensor | list[int] | None = None,
+    pinned: torch.Tensor | None = None,
+    pinned_tokens: torch.Tensor | None = None,
+    softcap: float | None = None,
+    scaled_dtype: torch.dtype | None = None,
+    impl: str = "auto",
+    block_v: int = 2048,
+) -> StepOutput:
+    """One denoising step over flattened canvas rows.
+
+    ``logits`` is (N, V) or (B, C, V) (then each of the B canvases is one request). ``temperature`` is a float or
+    one value per row; ``entropy_bound`` a float or one per request; ``segments`` the request offsets
+    ``[0, ..., N]`` for 2D input. Give ``noise`` (N, V) uniform in (0, 1) for a reproducible sample, or ``seed`` for
+    in-kernel Philox noise (the reference then draws ``torch.rand`` from a generator seeded with it).
+    ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
+    """
+    if logits.ndim == 3:
+        b, c, v = logits.shape
+        if segments is None:
+            segments = list(range(0, b * c + 1, c))
+        logits = logits.reshape(b * c, v)
+    n, v = logits.shape
+    dev = logits.device
+
+    def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.reshape(n)
+
+    renoise_tokens = flat(renoise_tokens)
+    pinned = flat(pinned)
+    pinned_tokens = flat(pinned_tokens)
+    if pinned is not None and pinned_tokens is None:
+        raise ValueError("pinned needs pinned_tokens")
+    use_triton = impl == "triton" or (impl == "auto" and kernels_usable(dev))
+    if impl == "triton" and not kernels_usable(dev):
+        raise RuntimeError("Triton kernels need CUDA (or TRITON_INTERPRET=1)")
+    if not use_triton:
+        if noise is None:
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(0 if seed is None else int(seed))
+            noise = torch.rand((n, v), generator=gen, device=dev, dtype=torch.float32)
+        return denoise_step_reference(
+            logits,
+            temperature,
+            noise=noise,
+            renoise_tokens=renoise_tokens,
+            entropy_bound=entropy_bound,
+            segments=segments,
+            pinned=pinned,
+            pinned_tokens=pinned_tokens,
+            softcap=softcap,
+            scaled_dtype=scaled_dtype,
+        )
+
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    temp = torch.as_tensor(temperature, dtype=torch.float32, device=dev).expand(n).contiguous()
+    offsets = segment_offsets(n, segments, dev)
+    n_req = offsets.numel() - 1
+    bound = torch.as_tensor(entropy_bound, dtype=torch.float32, device=dev).expand(n_req).contiguous()
+    argmax = torch.empty(n, dtype=torch.int64, device=dev)
+    sample = torch.empty(n, dtype=torch.int64, device=dev)
+    entropy = torch.empty(n, dtype=torch.float32, device=dev)
+    scaled = None if scaled_dtype is None else torch.empty((n, v), dtype=scaled_dtype, device=dev)
+    if noise is not None and noise.stride(-1) != 1:
+        noise = noise.contiguous()
+    if n:
+        _row_kernel[(n,)](
+            logits,
+            logits.stride(0),
+            temp,
+            noise if noise is not None else logits,
+            noise.stride(0) if noise is not None else 0,
+            0 if seed is None else int(seed) & 0x7FFFFFFF,
+            scaled if scaled is not None else logits,
+            scaled.stride(0) if scaled is not None else 0,
+            argmax,
+            sample,
+            entropy,
+            v,
+            float(softcap or 1.0),
+            HAS_NOISE=noise is not None,
+            WRITE_SCALED=scaled is not None,
+            SOFTCAP=bool(softcap),
+            BLOCK_V=min(block_v, triton.next_power_of_2(v)),
+            num_warps=8,
+        )
+    accepted = torch.empty(n, dtype=torch.int8, device=dev)
+    next_canvas = torch.empty(n, dtype=torch.int64, device=dev)
+    draft = torch.empty(n, dtype=torch.int64, device=dev)
+    max_len = int((offsets[1:] - offsets[:-1]).max()) if n_req else 0
+    if n and max_len:
+        block_i = 64
+        pins_i8 = pinned.to(torch.int8).contiguous() if pinned is not None else accepted
+        _accept_kernel[(n_req, triton.cdiv(max_len, block_i))](
+            entropy,
+            offsets,
+            bound,
+            pins_i8,
+            pinned_tokens.contiguous() if pinned_tokens is not None else argmax,
+            sample,
+            argmax,
+            renoise_tokens.contiguous(),
+            accepted,
+            next_canvas,
+            draft,
+            HAS_PINS=pinned is not None,
+            BLOCK_I=block_i,
+            BLOCK_J=64,
+            num_warps=4,
+        )
+    return StepOutput(
+        next_canvas=next_canvas,
+        argmax=draft,
+        sample=sample,
+        entropy=entropy,
+        accepted=accepted.bool(),
+        scaled_logits=scaled,
+    )

@@ -1,0 +1,185 @@
+"""Triton denoising kernels vs the PyTorch reference, in Triton's CPU interpreter (fresh random inputs each run)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dgemma_lsp.backend.kernels import denoise_step, denoise_step_reference, linear_temperature  # noqa: E402
+
+SHAPES = [  # (requests, canvas, vocab): vocab not a power of two, ragged last block, one-row canvases
+    (1, 16, 1000),
+    (2, 8, 517),
+    (3, 5, 4096),
+    (1, 1, 3),
+    (2, 32, 2053),
+]
+ACCEPT_SHAPES = [(1, 16, 1000), (2, 8, 517), (1, 1, 3), (3, 24, 130)]  # fewer: the interpreter is slow
+
+
+def _inputs(b: int, c: int, v: int, dtype: torch.dtype = torch.float32, pins: bool = True):
+    n = b * c
+    logits = (torch.randn(b, c, v) * torch.rand(b, c, 1) * 6).to(dtype)
+    noise = torch.rand(n, v).clamp_(1e-7, 1 - 1e-7)
+    temp = torch.rand(n) + 0.2
+    renoise = torch.randint(0, v, (n,))
+    pinned = (torch.rand(n) < 0.25) if pins else None
+    pinned_tokens = torch.randint(0, v, (n,)) if pins else None
+    return logits, noise, temp, renoise, pinned, pinned_tokens
+
+
+def _both(*args, **kw):
+    out_k = denoise_step(*args, impl="triton", **kw)
+    out_r = denoise_step(*args, impl="torch", **kw)
+    return out_k, out_r
+
+
+@pytest.mark.parametrize("b,c,v", SHAPES)
+def test_row_stats_match_reference(b: int, c: int, v: int) -> None:
+    logits, noise, temp, renoise, pinned, ptok = _inputs(b, c, v)
+    k, r = _both(
+        logits,
+        temp,
+        renoise_tokens=renoise,
+        noise=noise,
+        entropy_bound=0.3,
+        pinned=pinned,
+        pinned_tokens=ptok,
+        scaled_dtype=torch.float32,
+    )
+    assert torch.equal(k.argmax, r.argmax)  # draft tokens: identical
+    assert torch.equal(k.sample, r.sample)  # same noise, same Gumbel-max sample
+    torch.testing.assert_close(k.entropy, r.entropy, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(k.scaled_logits, r.scaled_logits, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("b,c,v", ACCEPT_SHAPES)
+@pytest.mark.parametrize("bound", [1e-3, 0.1, 2.0, 1e9])
+def test_acceptance_and_next_canvas_match_reference(b: int, c: int, v: int, bound: float) -> None:
+    logits, noise, temp, renoise, pinned, ptok = _inputs(b, c, v)
+    k, r = _both(
+        logits, temp, renoise_tokens=renoise, noise=noise, entropy_bound=bound, pinned=pinned, pinned_tokens=ptok
+    )
+    # The kernel sums the entropies ahead of a row in another order than cumsum: only rows whose prefix lies
+    # within float rounding of the bound may differ.
+    diff = k.accepted != r.accepted
+    if diff.any():
+        e = torch.where(pinned, 0.0, r.entropy)
+        for i in diff.nonzero().flatten().tolist():
+            seg = i // c
+            lo = seg * c
+            rows = e[lo : lo + c]
+            me = e[i]
+            ahead = rows[(rows < me) | ((rows == me) & (torch.arange(lo, lo + c) < i))].sum()
+            assert abs(float(ahead) - bound) < 1e-4, (i, float(ahead), bound)
+    else:
+        assert torch.equal(k.next_canvas, r.next_canvas)
+        assert torch.equal(k.argmax, r.argmax)
+
+
+def test_pinned_tokens_never_change_and_are_always_accepted() -> None:
+    logits, noise, temp, renoise, pinned, ptok = _inputs(2, 32, 777)
+    k = denoise_step(
+        logits,
+        temp,
+        renoise_tokens=renoise,
+        noise=noise,
+        entropy_bound=1e-6,
+        pinned=pinned,
+        pinned_tokens=ptok,
+        impl="triton",
+    )
+    assert torch.equal(k.next_canvas[pinned], ptok[pinned])
+    assert torch.equal(k.argmax[pinned], ptok[pinned])
+    assert bool(k.accepted[pinned].all())
+
+
+def test_acceptance_is_the_low_entropy_prefix_within_the_bound() -> None:
+    """With a tiny bound, exactly one token per request is accepted (the first one costs nothing)."""
+    logits, noise, temp, renoise, _, _ = _inputs(3, 16, 300, pins=False)
+    k = denoise_step(logits, temp, renoise_tokens=renoise, noise=noise, entropy_bound=1e-9, impl="triton")
+    acc = k.accepted.view(3, 16)
+    assert acc.sum(dim=1).tolist() == [1, 1, 1]
+    assert torch.equal(acc.float().argmax(dim=1), k.entropy.view(3, 16).argmin(dim=1))
+    rest = ~k.accepted
+    assert torch.equal(k.next_canvas[rest], renoise[rest])  # renoised where not accepted
+
+
+def test_bfloat16_logits_and_softcap() -> None:
+    logits, noise, temp, renoise, pinned, ptok = _inputs(2, 8, 1531, dtype=torch.bfloat16)
+    k, r = _both(
+        logits * 40,
+        temp,
+        renoise_tokens=renoise,
+        noise=noise,
+        softcap=30.0,
+        pinned=pinned,
+        pinned_tokens=ptok,
+        scaled_dtype=torch.bfloat16,
+    )
+    assert torch.equal(k.argmax, r.argmax)
+    assert torch.equal(k.sample, r.sample)
+    torch.testing.assert_close(k.entropy, r.entropy, rtol=1e-4, atol=1e-5)
+    # tanh through exp may land one bf16 rounding step apart
+    torch.testing.assert_close(k.scaled_logits.float(), r.scaled_logits.float(), rtol=1.6e-2, atol=1e-2)
+
+
+def test_ragged_segments_and_per_request_bounds() -> None:
+    v = 613
+    offsets = [0, 3, 3, 20, 21]  # an empty request and a one-row request too
+    n = offsets[-1]
+    logits = torch.randn(n, v) * 4
+    noise = torch.rand(n, v).clamp_(1e-7, 1 - 1e-7)
+    renoise = torch.randint(0, v, (n,))
+    bounds = torch.tensor([0.05, 0.1, 3.0, 0.2])
+    k, r = _both(logits, 0.7, renoise_tokens=renoise, noise=noise, entropy_bound=bounds, segments=offsets)
+    assert torch.equal(k.accepted, r.accepted)
+    assert torch.equal(k.next_canvas, r.next_canvas)
+
+
+def test_in_kernel_noise_is_seeded_and_follows_the_distribution() -> None:
+    v = 8
+    probs = torch.tensor([0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.015, 0.005])
+    rows = 1500
+    logits = probs.log().expand(rows, v).contiguous()
+    a = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long), seed=1234, impl="triton")
+    b = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long), seed=1234, impl="triton")
+    c = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long), seed=99, impl="triton")
+    assert torch.equal(a.sample, b.sample)
+    assert not torch.equal(a.sample, c.sample)
+    freq = torch.bincount(a.sample, minlength=v).float() / rows
+    assert (freq - probs).abs().max() < 0.05  # ~4 sigma for 1500 draws
+
+
+def test_reference_matches_transformers_sampler() -> None:
+    """The reference's acceptance equals transformers' EntropyBoundSampler on the same logits and samples."""
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        EntropyBoundSampler,
+        EntropyBoundSamplerConfig,
+        LinearTemperatureScheduleLogitsProcessor,
+    )
+
+    b, c, v, steps = 2, 24, 401, 16
+    raw = torch.randn(b, c, v) * 5
+    proc = LinearTemperatureScheduleLogitsProcessor(0.4, 0.8, steps)
+    for cur_step in (steps, 7, 1):
+        scaled = proc(None, raw, cur_step=cur_step)
+        noise = torch.rand(b * c, v).clamp_(1e-7, 1 - 1e-7)
+        renoise = torch.randint(0, v, (b * c,))
+        temp = linear_temperature(cur_step, steps, 0.4, 0.8)
+        out = denoise_step_reference(
+            raw.view(b * c, v), temp, noise=noise, renoise_tokens=renoise, entropy_bound=0.1, segments=[0, c, 2 * c]
+        )
+        sampler = EntropyBoundSampler(EntropyBoundSamplerConfig(entropy_bound=0.1), c, v, steps)
+        current = torch.randint(0, v, (b, c))
+        accepted = sampler.accept_canvas(current, out.sample.view(b, c), scaled, cur_step)
+        assert torch.equal(sampler.accepted_token_mask.view(-1), out.accepted)
+        assert torch.equal(
+            torch.where(sampler.accepted_token_mask, accepted, -1).view(-1),
+            torch.where(out.accepted, out.next_canvas, -1),
+        )
+        assert torch.equal(out.argmax.view(b, c), scaled.argmax(-1))
