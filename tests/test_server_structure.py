@@ -68,7 +68,7 @@ async def test_json_diagnostic_has_exact_span(lsp):
 async def test_diagnostics_follow_edits(lsp):
     uri = "file:///s/edited.json"
     open_doc(lsp, uri, '{"a": 1}\n', "json")
-    assert await diagnostics_for(lsp, uri) == []
+    assert list(await diagnostics_for(lsp, uri)) == []
     edit(lsp, uri, 2, (0, 7), (0, 7), ",")  # {"a": 1,}
     await wait_until(lambda: _has(lsp, uri), timeout=20)
     edit(lsp, uri, 3, (0, 7), (0, 8), "")
@@ -80,7 +80,8 @@ async def _has(client, uri):
 
 
 async def _empty(client, uri):
-    return client.diagnostics.get(uri) == []
+    d = client.diagnostics.get(uri)
+    return d is not None and len(d) == 0
 
 
 async def test_markdown_diagnostics(lsp):
