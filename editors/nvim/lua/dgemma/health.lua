@@ -90,7 +90,15 @@ function M.check()
       end
       return out
     end
-    local lines = type(status) == 'table' and flat(status, nil, {}) or { tostring(status) }
+    -- Server and backend facts; the full settings list is one :DgemmaStatus away.
+    local shown = {}
+    if type(status) == 'table' then
+      shown = { server = status.server, backend = status.backend }
+      if type(status.settings) == 'table' then
+        shown.settings = { backend = status.settings.backend, model = status.settings.model, device = status.settings.device }
+      end
+    end
+    local lines = type(status) == 'table' and flat(shown, nil, {}) or { tostring(status) }
     table.sort(lines)
     for _, line in ipairs(lines) do
       health.info(line)

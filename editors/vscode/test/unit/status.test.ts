@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { fixStructureActions, rewriteActions } from '../../src/fix';
+import { backendFromStatus, phaseFromState, statusText, statusTooltip } from '../../src/status';
+
+describe('status bar', () => {
+  it('shows loading progress with a percentage', () => {
+    assert.equal(
+      statusText({ phase: 'loading', progressMessage: 'loading transformers: weights', percentage: 42.4 }),
+      '$(loading~spin) dgemma: loading transformers: weights 42%',
+    );
+  });
+
+  it('shows backend and device when ready, and a spinner while a suggestion runs', () => {
+    assert.equal(statusText({ phase: 'ready', backend: 'transformers', device: 'cpu' }), '$(sparkle) dgemma: transformers · cpu');
+    assert.equal(statusText({ phase: 'ready', busy: true }), '$(sync~spin) dgemma');
+    assert.equal(statusText({ phase: 'error' }), '$(error) dgemma: error');
+    assert.match(statusTooltip({ phase: 'error', error: 'no model' }), /error: no model/);
+  });
+
+  it('reads dgemma.status answers', () => {
+    const st = {
+      server: { name: 'dgemma-lsp' },
+      backend: { state: 'ready', error: null, info: { name: 'transformers', model: '/tiny', device: 'cpu', ready: true } },
+      settings: { backend: 'transformers' },
+    };
+    assert.deepEqual(backendFromStatus(st), {
+      backend: 'transformers',
+      model: '/tiny',
+      device: 'cpu',
+      state: 'ready',
+      error: undefined,
+    });
+    assert.deepEqual(backendFromStatus(null), {});
+    assert.equal(phaseFromState('loading', 'ready'), 'loading');
+    assert.equal(phaseFromState('failed', 'ready'), 'error');
+    assert.equal(phaseFromState('ready', 'loading'), 'ready');
+    assert.equal(phaseFromState(undefined, 'starting'), 'starting');
+  });
+});
+
+describe('code action picking', () => {
+  const actions = [
+    { title: 'Fix all structure problems (2)', kind: 'source.fixAll.dgemma' },
+    { title: 'Fix structure (deterministic rules, no model): trailing comma', kind: 'quickfix.dgemma.fixStructure.rules' },
+    { title: 'Fix structure with DiffusionGemma: trailing comma', kind: 'quickfix.dgemma.fixStructure', isPreferred: true },
+    { title: 'Rewrite selection with DiffusionGemma', kind: 'refactor.rewrite.dgemma.rewriteSelection' },
+    { title: 'Organize imports', kind: 'source.organizeImports' },
+  ];
+
+  it('orders fixes: preferred model fix, deterministic fix, then fix all', () => {
+    assert.deepEqual(
+      fixStructureActions(actions).map((a) => a.kind),
+      ['quickfix.dgemma.fixStructure', 'quickfix.dgemma.fixStructure.rules', 'source.fixAll.dgemma'],
+    );
+  });
+
+  it('finds the rewrite action', () => {
+    assert.deepEqual(rewriteActions(actions).map((a) => a.title), ['Rewrite selection with DiffusionGemma']);
+  });
+});
