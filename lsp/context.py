@@ -171,6 +171,45 @@ def _normalize_snippets(snippets: Iterable[Snippet | tuple[str, str] | Sequence[
     return out
 
 
+def _prefix_window(text: str, offset: int, budget: int, count_tokens: CountTokens) -> tuple[str, int]:
+    """Tail of ``text[:offset]`` within ``budget`` tokens, from a bounded character window.
+
+    The window holds CHARS_PER_TOKEN_WINDOW characters per token; when the tokenizer packs more characters
+    per token (the window fits with room to spare and the file has more), it grows 2x, at most twice.
+    """
+    chars = max(budget, 0) * CHARS_PER_TOKEN_WINDOW
+    for attempt in range(3):
+        start = max(0, offset - chars)
+        window = text[start:offset]
+        if start > 0:
+            # Drop the partial first line so the model never sees half a line (unless it is the only line).
+            m = _BREAK.search(window)
+            if m and m.end() < len(window):
+                window = window[m.end() :]
+        out, n = trim_prefix(window, budget, count_tokens)
+        if start == 0 or len(out) < len(window) or n >= budget * 0.75 or attempt == 2:
+            return out, n
+        chars *= 2
+    return out, n  # pragma: no cover
+
+
+def _suffix_window(text: str, offset: int, budget: int, count_tokens: CountTokens) -> tuple[str, int]:
+    """Head of ``text[offset:]`` within ``budget`` tokens (mirror of :func:`_prefix_window`)."""
+    chars = max(budget, 0) * CHARS_PER_TOKEN_WINDOW
+    for attempt in range(3):
+        end = min(len(text), offset + chars)
+        window = text[offset:end]
+        if end < len(text):
+            ends = [m.end() for m in _BREAK.finditer(window)]
+            if ends:
+                window = window[: ends[-1]]
+        out, n = trim_suffix(window, budget, count_tokens)
+        if end == len(text) or len(out) < len(window) or n >= budget * 0.75 or attempt == 2:
+            return out, n
+        chars *= 2
+    return out, n  # pragma: no cover
+
+
 def build_context(
     text: str,
     offset: int,
@@ -190,23 +229,8 @@ def build_context(
     """
     if not 0 <= offset <= len(text):
         raise ValueError(f"offset {offset} is outside the document (length {len(text)})")
-    pre_chars = max(max_prefix_tokens, 0) * CHARS_PER_TOKEN_WINDOW
-    suf_chars = max(max_suffix_tokens, 0) * CHARS_PER_TOKEN_WINDOW
-    pre_start = max(0, offset - pre_chars)
-    pre_window = text[pre_start:offset]
-    if pre_start > 0:
-        # Drop the partial first line so the model never sees half a line (unless it is the only line).
-        m = _BREAK.search(pre_window)
-        if m and m.end() < len(pre_window):
-            pre_window = pre_window[m.end() :]
-    suf_end = min(len(text), offset + suf_chars)
-    suf_window = text[offset:suf_end]
-    if suf_end < len(text):
-        ends = [m.end() for m in _BREAK.finditer(suf_window)]
-        if ends:
-            suf_window = suf_window[: ends[-1]]
-    prefix, pre_n = trim_prefix(pre_window, max_prefix_tokens, count_tokens)
-    suffix, suf_n = trim_suffix(suf_window, max_suffix_tokens, count_tokens)
+    prefix, pre_n = _prefix_window(text, offset, max_prefix_tokens, count_tokens)
+    suffix, suf_n = _suffix_window(text, offset, max_suffix_tokens, count_tokens)
 
     floor = max(0, offset - MAX_LINE_CHARS)
     lp_start = max(text.rfind("\n", floor, offset), text.rfind("\r", floor, offset), floor - 1) + 1

@@ -83,6 +83,19 @@ def test_a_5mb_file_only_tokenizes_bounded_windows(count_tokens) -> None:
     assert ctx.prefix and ctx.suffix
 
 
+def test_window_grows_for_a_tokenizer_that_packs_many_characters_per_token() -> None:
+    def eight_chars_per_token(s: str) -> int:  # a fake tokenizer: a big-vocabulary model on whitespace-heavy code
+        return (len(s) + 7) // 8
+
+    doc = _source(3000)
+    spy = Spy(eight_chars_per_token)
+    ctx = build_context(doc, len(doc) // 2, language_id="python", path="", count_tokens=spy, max_prefix_tokens=500,
+                        max_suffix_tokens=100)  # fmt: skip
+    assert 0.75 * 500 <= eight_chars_per_token(ctx.prefix) <= 500
+    assert 0.75 * 100 <= eight_chars_per_token(ctx.suffix) <= 100
+    assert max(spy.lengths) <= 4 * CHARS_PER_TOKEN_WINDOW * 500  # grew at most twice
+
+
 def test_one_huge_line_is_cut_by_characters(count_tokens) -> None:
     doc = '{"k": [' + ", ".join(str(i) for i in range(100_000)) + "]}"
     offset = len(doc) // 2
