@@ -1,0 +1,217 @@
+"""Measure the small model on held-out data, through the same code the server runs.
+
+* infill: held-out files (``sources.split_of(path) == "eval"``), spans cut as in training, completed by
+  ``dgemma_lsp.lsp.infill.infill`` (context window, plan, prompt, backend, post-processing); exact match =
+  the cleaned suggestion equals the removed text (trailing whitespace ignored), prefix match = a non-empty
+  suggestion the removed text starts with;
+* JSON repair: seeded breakage disjoint from training seeds (and held-out real files); *valid* = the model's
+  reply parses as strict JSON (replies that do not are never used: this is the validation), *preserved* =
+  it parses to the same value as the expected fix;
+* Markdown tables: exact fix rate and structurally-valid rate (separator present, every row as wide as the
+  header);
+* CPU latency of one 32-token canvas (``denoising_steps`` steps) on a ~300-token prompt.
+
+    python -m dgemma_lsp.backend.train.evaluate --model backend/models/small --n-infill 150 --out eval.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from dgemma_lsp.backend.contract import CanvasRequest, collect
+from dgemma_lsp.config import Settings
+
+from . import sources, tasks
+
+EVAL_SEED = 10_000_019  # training streams use seeds < 10**9 // 2 * ... in another range (see train.Feeder)
+SMALL_SETTINGS = dict(max_prefix_tokens=384, max_suffix_tokens=128, denoising_steps=16, seed=0)
+
+
+def load_backend(model: str, threads: int | None = None) -> Any:
+    import torch
+
+    from dgemma_lsp.backend.transformers_backend import TransformersBackend
+
+    if threads:
+        torch.set_num_threads(threads)
+    backend = TransformersBackend(model, device="cpu", dtype="float32", model_label="small")
+    asyncio.run(backend.start())
+    return backend
+
+
+def eval_docs(pack: str | None, n_python: int) -> dict[str, list[sources.Doc]]:
+    docs: dict[str, list[sources.Doc]] = {"python": list(sources.iter_python("eval", n_python, salt="eval"))}
+    if pack and Path(pack).exists():
+        for d in sources.load_pack(pack, "eval"):
+            docs.setdefault(d.language_id, []).append(d)
+    return docs
+
+
+def repair_request(messages: list, broken_tokens: int, *, seed: int) -> CanvasRequest:
+    """One repair generation: canvases of 64 tokens, enough of them for the document plus its fix."""
+    return CanvasRequest(messages=messages, canvas_length=64, max_new_tokens=64 * (1 + (broken_tokens + 40) // 64),
+                         max_denoising_steps=16, rng_seed=seed, want_drafts=False, tag="eval:repair")
+
+
+def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
+    from dgemma_lsp.lsp.infill import infill
+
+    rng = random.Random(EVAL_SEED)
+    langs = {"python": 0.6, "javascript": 0.25, "markdown": 0.15}
+    langs = {k: v for k, v in langs.items() if docs.get(k)}
+    rows = []
+    while len(rows) < n:
+        lang = rng.choices(list(langs), list(langs.values()))[0]
+        doc = rng.choice(docs[lang])
+        picked = tasks.pick_infill_span(doc, rng)
+        if picked is None:
+            continue
+        start, end, kind = picked
+        text = doc.text[:start] + doc.text[end:]
+        t0 = time.perf_counter()
+        res = asyncio.run(infill(backend, text, start, language_id=lang, path=doc.relpath.split("/", 1)[-1],
+                                 settings=settings, seed=0))
+        dt = time.perf_counter() - t0
+        middle = doc.text[start:end]
+        expected = middle.split("\n", 1)[0] if res.plan.mode == "single" else middle
+        got = res.text
+        # The suggestion replaces auto-inserted closers it repeats; compare the text the user would get.
+        closers = res.context.line_suffix[: res.plan.replace_suffix_chars]
+        if closers and got.endswith(closers) and not expected.endswith(closers):
+            got = got[: len(got) - len(closers)]
+        exact = got.rstrip() == expected.rstrip() and bool(expected.strip())
+        prefix = bool(got.strip()) and expected.startswith(got.rstrip())
+        rows.append(dict(lang=lang, cut=kind, mode=res.plan.mode, exact=exact, prefix=prefix, empty=not got.strip(),
+                         expected=expected, got=got, seconds=dt, path=doc.relpath))
+    return summarize(rows, ["lang", "mode"], ["exact", "prefix", "empty"]) | {"samples": rows[:40]}
+
+
+def run_json(backend: Any, docs: dict[str, list[sources.Doc]], n: int) -> dict[str, Any]:
+    rng = random.Random(EVAL_SEED + 1)
+    rows = []
+    per_kind = max(1, n // len(tasks.BREAKAGES))
+    for kind in tasks.BREAKAGES:
+        made = 0
+        while made < per_kind:
+            ex = tasks.json_repair_example(rng, docs.get("json"), kind=kind)
+            if ex is None:
+                continue
+            made += 1
+            broken = ex.meta["broken"]
+            req = repair_request(ex.messages, backend.count_tokens(broken), seed=made)
+            done = asyncio.run(collect(backend.generate(req)))
+            out = done.text.strip()
+            try:
+                value = json.loads(out)
+                valid = True
+            except ValueError:
+                valid, value = False, None
+            preserved = valid and value == json.loads(ex.target)
+            rows.append(dict(kind=kind, valid=valid, preserved=preserved, exact=out == ex.target.strip(),
+                             broken=broken, expected=ex.target, got=out, seconds=done.stats.wall_s))
+    return summarize(rows, ["kind"], ["valid", "preserved", "exact"]) | {"samples": rows[:30]}
+
+
+def table_ok(text: str) -> bool:
+    """Separator row present and every table row as wide as the header."""
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith("|")]
+    if len(lines) < 2:
+        return False
+    width = [len(ln.strip().strip("|").split("|")) for ln in lines]
+    sep = re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", lines[1].strip()) is not None
+    return sep and len(set(width)) == 1
+
+
+def run_tables(backend: Any, n: int) -> dict[str, Any]:
+    rng = random.Random(EVAL_SEED + 2)
+    rows = []
+    while len(rows) < n:
+        ex = tasks.md_table_example(rng)
+        if ex is None:
+            continue
+        req = repair_request(ex.messages, backend.count_tokens(ex.meta["broken"]), seed=len(rows))
+        done = asyncio.run(collect(backend.generate(req)))
+        out = done.text.strip()
+        rows.append(dict(kind=ex.meta["breakage"], exact=out == ex.target.strip(), structural=table_ok(out),
+                         broken=ex.meta["broken"], expected=ex.target, got=out, seconds=done.stats.wall_s))
+    return summarize(rows, [], ["exact", "structural"]) | {"samples": rows[:20]}
+
+
+def run_latency(backend: Any, repeats: int = 7) -> dict[str, Any]:
+    """Wall time of one 32-token canvas at 16 denoising steps after a ~300-token prompt (median of runs)."""
+    from dgemma_lsp.backend.contract import ChatMessage
+
+    code = "import os\n\n\ndef read_config(path):\n    with open(path) as fh:\n        data = fh.read()\n" * 6
+    msgs = [ChatMessage("user", "Complete the line at <|CURSOR|>.\n```python\n" + code + "    return <|CURSOR|>\n```")]
+    out = {}
+    for steps in (8, 16):
+        times = []
+        for i in range(repeats):
+            req = CanvasRequest(messages=msgs, canvas_length=32, max_new_tokens=32, max_denoising_steps=steps,
+                                rng_seed=i, want_drafts=False)
+            done = asyncio.run(collect(backend.generate(req)))
+            times.append(done.stats.wall_s)
+        out[f"steps_{steps}"] = {"median_s": statistics.median(times[1:]), "min_s": min(times[1:]),
+                                 "steps_run": done.stats.steps_per_canvas}
+    out["prompt_tokens"] = len(backend.prompt_ids(req))
+    return out
+
+
+def summarize(rows: list[dict], keys: list[str], metrics: list[str]) -> dict[str, Any]:
+    def rate(rs: list[dict], m: str) -> float:
+        return round(sum(1 for r in rs if r[m]) / len(rs), 3) if rs else 0.0
+
+    out: dict[str, Any] = {"n": len(rows), **{m: rate(rows, m) for m in metrics}}
+    out["median_s"] = round(statistics.median(r["seconds"] for r in rows), 3) if rows else None
+    for k in keys:
+        groups: dict[str, list] = defaultdict(list)
+        for r in rows:
+            groups[r[k]].append(r)
+        out[f"by_{k}"] = {g: {"n": len(rs), **{m: rate(rs, m) for m in metrics}} for g, rs in sorted(groups.items())}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(Path(__file__).resolve().parents[1] / "models" / "small"))
+    ap.add_argument("--pack", default=".train_data/pack.jsonl.gz")
+    ap.add_argument("--n-infill", type=int, default=150)
+    ap.add_argument("--n-json", type=int, default=135)
+    ap.add_argument("--n-tables", type=int, default=60)
+    ap.add_argument("--python-files", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default="infill,json,tables,latency")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args(argv)
+    backend = load_backend(a.model, a.threads)
+    only = set(a.only.split(","))
+    settings, _ = Settings().merged(SMALL_SETTINGS)
+    report: dict[str, Any] = {"model": a.model, "settings": SMALL_SETTINGS}
+    if "latency" in only:
+        report["latency"] = run_latency(backend)
+        print("latency", json.dumps(report["latency"]), flush=True)
+    docs = eval_docs(a.pack, a.python_files) if "infill" in only or "json" in only else {}
+    if "infill" in only:
+        report["infill"] = run_infill(backend, docs, a.n_infill, settings)
+        print("infill", json.dumps({k: v for k, v in report["infill"].items() if k != "samples"}), flush=True)
+    if "json" in only:
+        report["json"] = run_json(backend, docs, a.n_json)
+        print("json", json.dumps({k: v for k, v in report["json"].items() if k != "samples"}), flush=True)
+    if "tables" in only:
+        report["tables"] = run_tables(backend, a.n_tables)
+        print("tables", json.dumps({k: v for k, v in report["tables"].items() if k != "samples"}), flush=True)
+    if a.out:
+        Path(a.out).write_text(json.dumps(report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

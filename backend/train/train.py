@@ -1,0 +1,451 @@
+"""Train the small DiffusionGemma-architecture model (uniform-noise block diffusion, self-conditioning).
+
+One training example is a chat prompt (the server's own infill / repair messages, rendered by the
+checkpoint's chat template) followed by the reply. The reply plus ``<end_of_turn><eos>`` is cut into
+canvases of ``C`` tokens (C drawn per batch from ``--canvas``); one canvas is picked, the tokens before it
+join the causal prompt prefix (exactly what ``generate`` feeds the encoder for canvas 2, 3, ...), and the
+canvas is noised as the reference sampler does: with noise level ``t ~ U(0, 1)`` each position is replaced
+by a uniformly random token. Loss: cross-entropy of the decoder over the whole canvas (the sampler's final
+output is the argmax of every position) plus ``--ar-weight`` times the encoder's next-token loss on the
+prompt (the encoder and decoder share weights). With probability ``--sc-prob`` per example the decoder
+also gets the logits of a first no-grad pass as ``self_conditioning_logits`` (temperature-scaled like the
+sampler's), as in the generate loop after its first step.
+
+The prompt is left-padded per batch; the masks are built here as 4-D boolean masks (pads never attend or
+get attended; RoPE is relative, so the left shift of positions changes nothing).
+
+    python -m dgemma_lsp.backend.train.train --out /tmp/small --minutes 7 --pack .train_data/pack.jsonl.gz
+
+Runs on CPU for a smoke test (``--preset smoke --minutes 0.5``) and on one GPU for the real run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~7 M parameters (~14 MB in bf16): 6 layers (sliding, sliding, full) x 2, 4 experts top-2.
+    "small": dict(hidden=256, layers=6, heads=4, kv_heads=1, head_dim=64, global_head_dim=64, experts=4, top_k=2,
+                  moe_intermediate=256, intermediate=512, sliding_window=1024),
+    # For CPU smoke runs of the training loop itself.
+    "smoke": dict(hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32, global_head_dim=32, experts=4, top_k=2,
+                  moe_intermediate=64, intermediate=128, sliding_window=1024),
+}
+MAX_PROMPT = 768  # < sliding_window - 1, so the decoder sees the whole prompt in every layer during training
+EOT = "<end_of_turn>"
+
+
+def make_config(vocab_size: int, preset: str = "small", canvas_length: int = 32):
+    from transformers import DiffusionGemmaConfig
+
+    p = PRESETS[preset]
+    pattern = ["sliding_attention", "sliding_attention", "full_attention"]
+    layer_types = [pattern[i % 3] for i in range(p["layers"])]
+    layer_types[-1] = "full_attention"
+    text_config = dict(
+        vocab_size=vocab_size, hidden_size=p["hidden"], intermediate_size=p["intermediate"],
+        num_hidden_layers=p["layers"], num_attention_heads=p["heads"], num_key_value_heads=p["kv_heads"],
+        num_global_key_value_heads=p["kv_heads"], head_dim=p["head_dim"], global_head_dim=p["global_head_dim"],
+        num_experts=p["experts"], top_k_experts=p["top_k"], moe_intermediate_size=p["moe_intermediate"],
+        sliding_window=p["sliding_window"], layer_types=layer_types, max_position_embeddings=8192,
+        pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    )
+    # The vision tower is part of the architecture; keep it minimal (it is never used for text).
+    vision_config = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+    return DiffusionGemmaConfig(text_config=text_config, vision_config=vision_config, canvas_length=canvas_length,
+                                boi_token_id=4, eoi_token_id=4, image_token_id=4)
+
+
+# --- data workers ----------------------------------------------------------------------------------------
+
+_W: dict[str, Any] = {}
+
+
+def _worker_init(pack: str, tok_dir: str, python_files: int, split: str) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    from transformers import AutoTokenizer
+
+    from . import sources, tasks
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    docs: dict[str, list] = {"python": list(sources.iter_python(split, python_files))}
+    if pack and os.path.exists(pack):
+        for d in sources.load_pack(pack, split):
+            docs.setdefault(d.language_id, []).append(d)
+    _W.update(tok=tok, docs=docs, tasks=tasks, eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id)
+
+
+Item = tuple[list[int], list[int], str, int, list[int] | None]  # prompt, reply+eot+eos, group, canvas, seed
+
+
+def encode_examples(tok: Any, examples: list, eot: int, eos: int) -> list[Item]:
+    """Token ids through the checkpoint's chat template: (prompt, reply + <end_of_turn> <eos>, group, canvas
+    width the server would use, seed canvas ids or None)."""
+    prompts = [
+        tok.apply_chat_template([{"role": m.role, "content": m.content} for m in ex.messages],
+                                tokenize=False, add_generation_prompt=True)
+        for ex in examples
+    ]
+    p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
+    t_ids = tok([ex.target for ex in examples], add_special_tokens=False)["input_ids"]
+    out: list[Item] = []
+    for p, t, ex in zip(p_ids, t_ids, examples, strict=True):
+        if ex.seed_ids is not None:
+            group = "repair"
+        else:
+            group = "single" if (ex.canvas or 32) <= 32 else "multi"
+        out.append((p, t + [eot, eos], group, int(ex.canvas or 32), ex.seed_ids))
+    return out
+
+
+def _make_chunk(seed: int, n: int = 64) -> list[Item]:
+    tok = _W["tok"]
+    stream = _W["tasks"].ExampleStream(_W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed,
+                                       tokenizer=tok)
+    exs = [stream.one() for _ in range(n)]
+    return encode_examples(tok, exs, _W["eot"], _W["eos"])
+
+
+# --- batching ----------------------------------------------------------------------------------------------
+
+MAX_REPAIR_CANVAS = 384
+
+
+def canvas_for_batch(items: list[Item], rng: random.Random) -> int:
+    """The canvas width of a batch: the server's width for its group (repair: the widest request)."""
+    group = items[0][2]
+    if group == "repair":
+        return min(MAX_REPAIR_CANVAS, max(it[3] for it in items))
+    if group == "single":
+        return 32 if rng.random() < 0.85 else 64
+    return 128 if rng.random() < 0.75 else 64
+
+
+def build_batch(items: list[Item], canvas: int, rng: random.Random, *, eos: int, pad: int = 0) -> dict[str, Any]:
+    """Pick one canvas per example; left-pad the prompts. Returns plain lists (tensors made by ``to_tensors``).
+
+    ``seeds`` holds, per example, the server's seed canvas (broken text) aligned with the canvas, or None.
+    """
+    prompts, targets, seeds = [], [], []
+    for p, t, _group, _c, seed in items:
+        blocks = max(1, math.ceil(len(t) / canvas))
+        # Earlier canvases are more frequent at serving time (most replies fit one canvas).
+        j = min(int(rng.expovariate(1.0)), blocks - 1)
+        prompt = p + t[: j * canvas]
+        tgt = t[j * canvas : (j + 1) * canvas]
+        if len(prompt) > MAX_PROMPT:
+            prompt = prompt[:1] + prompt[-(MAX_PROMPT - 1) :]  # keep <bos>; rare (the builder bounds windows)
+        prompts.append(prompt)
+        targets.append(tgt + [eos] * (canvas - len(tgt)))
+        seeds.append(seed[:canvas] if seed is not None and j == 0 else None)
+    return {"prompts": prompts, "targets": targets, "seeds": seeds, "pad": pad}
+
+
+def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int) -> dict[str, Any]:
+    import torch
+
+    prompts, targets = batch["prompts"], batch["targets"]
+    B = len(prompts)
+    L = max(len(p) for p in prompts)
+    C = len(targets[0])
+    ids = torch.full((B, L), batch["pad"], dtype=torch.long)
+    valid = torch.zeros((B, L), dtype=torch.bool)
+    for i, p in enumerate(prompts):
+        ids[i, L - len(p) :] = torch.tensor(p)
+        valid[i, L - len(p) :] = True
+    seed_t = torch.zeros((B, C), dtype=torch.long)
+    has_seed = torch.zeros((B, C), dtype=torch.bool)
+    for i, sd in enumerate(batch.get("seeds") or [None] * B):
+        if sd:
+            seed_t[i, : len(sd)] = torch.tensor(sd)
+            has_seed[i, : len(sd)] = True
+    ids, valid = ids.to(device), valid.to(device)
+    lens = valid.sum(1)
+    idx = torch.arange(L, device=device)
+    causal = idx[:, None] >= idx[None, :]
+    enc = causal[None] & valid[:, None, :]
+    enc |= torch.eye(L, dtype=torch.bool, device=device)[None]  # pad rows attend to themselves: no NaN rows
+    enc_sliding = enc & ((idx[:, None] - idx[None, :]) < sliding_window)[None]
+    dec = torch.cat([valid[:, None, :].expand(B, C, L), torch.ones((B, C, C), dtype=torch.bool, device=device)], -1)
+    pos = (idx[None, :] - (L - lens)[:, None]).clamp(min=0)
+    dec_pos = lens[:, None] + torch.arange(C, device=device)[None, :]
+    return {
+        "input_ids": ids,
+        "valid": valid,
+        "enc_mask": {"full_attention": enc[:, None], "sliding_attention": enc_sliding[:, None]},
+        "dec_mask": {"full_attention": dec[:, None], "sliding_attention": dec[:, None]},
+        "pos": pos,
+        "dec_pos": dec_pos,
+        "targets": torch.tensor(targets, dtype=torch.long, device=device),
+        "seed": seed_t.to(device),
+        "has_seed": has_seed.to(device),
+    }
+
+
+def _cache_of(out: Any) -> Any:
+    return getattr(out, "cache", None) or out.past_key_values
+
+
+def softcap_logits(model: Any, hidden: Any) -> Any:
+    import torch
+
+    logits = model.lm_head(hidden).float()
+    cap = model.final_logit_softcapping
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+def loss_on_batch(model: Any, tb: dict[str, Any], gen: Any, *, sc_prob: float, ar_weight: float,
+                  t_range: tuple[float, float] = (0.4, 0.8)) -> tuple[Any, dict[str, float]]:
+    """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning)."""
+    import torch
+    from transformers import DynamicCache
+
+    V = model.config.text_config.vocab_size
+    ids, targets = tb["input_ids"], tb["targets"]
+    B, C = targets.shape
+    dev = ids.device
+    cache = DynamicCache(config=model.config.get_text_config())
+    enc = model.model.encoder(input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"],
+                              past_key_values=cache)
+    cache = _cache_of(enc)
+    stats: dict[str, float] = {}
+    loss = torch.zeros((), device=dev)
+    if ar_weight > 0:
+        h = enc.last_hidden_state[:, :-1]
+        keep = tb["valid"][:, :-1] & tb["valid"][:, 1:]
+        logits = softcap_logits(model, h[keep])
+        ar = torch.nn.functional.cross_entropy(logits, ids[:, 1:][keep])
+        loss = loss + ar_weight * ar
+        stats["ar"] = float(ar.detach())
+
+    t = torch.rand((B, 1), generator=gen, device=dev)
+    noise_mask = torch.rand((B, C), generator=gen, device=dev) < t
+    noise = torch.randint(0, V, (B, C), generator=gen, device=dev)
+    clean = targets
+    if bool(tb["has_seed"].any()):
+        # Repair starts from the broken text (seed canvas) where the server seeds it: for half of those
+        # examples the "clean" side of the noise is the seed, so the model learns to turn the seed into the fix.
+        from_seed = tb["has_seed"] & (torch.rand((B, 1), generator=gen, device=dev) < 0.5)
+        clean = torch.where(from_seed, tb["seed"], targets)
+    canvas = torch.where(noise_mask, noise, clean)
+    common = dict(past_key_values=cache, decoder_attention_mask=tb["dec_mask"], decoder_position_ids=tb["dec_pos"])
+    sc_logits, sc_mask = None, None
+    if sc_prob > 0:
+        sc_mask = torch.rand((B,), generator=gen, device=dev) < sc_prob
+        with torch.no_grad():
+            first = model(decoder_input_ids=canvas, **common).logits
+            # The sampler feeds back temperature-scaled logits (t_max at the first steps .. t_min at the last).
+            temp = t_range[0] + (t_range[1] - t_range[0]) * torch.rand((B, 1, 1), generator=gen, device=dev)
+            sc_logits = (first / temp).to(model.model.decoder.embed_tokens.weight.dtype)
+    out = model(decoder_input_ids=canvas, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **common)
+    diff = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1))
+    loss = loss + diff
+    stats["diff"] = float(diff.detach())
+    with torch.no_grad():
+        stats["acc"] = float((out.logits.argmax(-1) == targets).float().mean())
+    return loss, stats
+
+
+def save_checkpoint(model: Any, tok: Any, out: Path, gen_defaults: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Save in bf16 (the shipped size) with tokenizer, chat template and generation defaults."""
+    import copy
+
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    m = copy.deepcopy(model).to("cpu", dtype=torch.bfloat16)
+    m.generation_config.update(**gen_defaults)
+    m.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "training.json").write_text(json.dumps(meta, indent=1))
+    del m
+
+
+GEN_DEFAULTS = dict(max_new_tokens=32, max_denoising_steps=16, t_min=0.4, t_max=0.8, stability_threshold=1,
+                    confidence_threshold=0.005, pad_token_id=0, eos_token_id=[1, 6], bos_token_id=2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="checkpoint folder (written every --save-every seconds)")
+    ap.add_argument("--tokenizer", default=str(Path(__file__).resolve().parents[1] / "models" / "small"))
+    ap.add_argument("--pack", default=".train_data/pack.jsonl.gz")
+    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--minutes", type=float, default=7.0, help="wall-clock training budget (schedule follows it)")
+    ap.add_argument("--tokens-per-batch", type=int, default=96_000, help="padded prompt tokens per batch")
+    ap.add_argument("--max-batch", type=int, default=512)
+    ap.add_argument("--mix-single", type=float, default=0.45, help="share of batches of single-line infill")
+    ap.add_argument("--mix-multi", type=float, default=0.2, help="share of batches of multi-line infill")
+    ap.add_argument("--mix-repair", type=float, default=0.35, help="share of batches of repair")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--sc-prob", type=float, default=0.5)
+    ap.add_argument("--ar-weight", type=float, default=0.25)
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--python-files", type=int, default=4000)
+    ap.add_argument("--save-every", type=float, default=90.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
+    ap.add_argument("--log", default="")
+    a = ap.parse_args(argv)
+
+    # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
+    t_start = time.time()
+    feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train"), a.seed)
+
+    import torch
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    tok = AutoTokenizer.from_pretrained(a.tokenizer)
+    config = make_config(len(tok), a.preset)
+    model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
+    enc0 = model.model.encoder.language_model.layers[0].mlp.gate_proj.weight
+    assert enc0 is model.model.decoder.layers[0].mlp.gate_proj.weight, "encoder/decoder weights must be tied"
+    n_params = sum(p.numel() for p in model.parameters())
+    log = open(a.log, "a") if a.log else None
+
+    def say(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        if log:
+            log.write(line + "\n")
+            log.flush()
+
+    say(f"params {n_params / 1e6:.2f} M, device {a.device}, workers {a.workers}")
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.98), eps=1e-8, fused=a.device.startswith("cuda"))
+    gen = torch.Generator(device=a.device)
+    gen.manual_seed(a.seed)
+    pool_items: deque = deque(maxlen=20000)  # recent examples, reused when the workers fall behind
+    fresh: list = []
+    budget = a.minutes * 60
+    step, seen, reused = 0, 0, 0
+    for got in feeder.ready(block=True):  # the clock starts once the workers deliver
+        fresh.extend(got)
+        pool_items.extend(got)
+        seen += len(got)
+    say(f"first data after {time.time() - t_start:.0f}s")
+    t0 = time.time()
+    last_save = t0
+    amp = a.device.startswith("cuda")
+    meta = {"preset": a.preset, "params": n_params, "args": vars(a)}
+    out = Path(a.out)
+    ema: dict[str, float] = {}
+    while True:
+        elapsed = time.time() - t0
+        if elapsed > budget:
+            break
+        # Gather: everything the workers have ready, at least one chunk at the start.
+        for got in feeder.ready(block=not pool_items):
+            fresh.extend(got)
+            pool_items.extend(got)
+            seen += len(got)
+        del fresh[: max(0, len(fresh) - a.max_batch * 4)]  # keep the freshest when the trainer falls behind
+        # Sample a batch of one group (single / multi / repair), length-homogeneous.
+        cands = fresh[: a.max_batch * 3] if len(fresh) >= a.max_batch else fresh + rng.sample(
+            list(pool_items), min(len(pool_items), a.max_batch * 3 - len(fresh)))
+        used_fresh = min(len(fresh), a.max_batch * 3)
+        reused += max(0, len(cands) - used_fresh)
+        group = rng.choices(["single", "multi", "repair"], [a.mix_single, a.mix_multi, a.mix_repair])[0]
+        cands = [it for it in cands if it[2] == group] or cands
+        cands.sort(key=lambda it: (len(it[0]), it[3]))
+        start = rng.randrange(len(cands))
+        width = canvas_for_batch([cands[start]], rng)
+        approx_len = min(MAX_PROMPT, len(cands[start][0])) + 2 * width  # decoder passes cost too
+        bsz = max(1, min(a.max_batch, a.tokens_per_batch // max(approx_len, 1)))
+        lo = max(0, min(start, len(cands) - bsz))
+        items = cands[lo : lo + bsz]
+        taken = {id(it) for it in items}
+        fresh = [it for it in fresh if id(it) not in taken]
+        C = canvas_for_batch(items, rng) if group == "repair" else width
+        batch = build_batch(items, C, rng, eos=tok.eos_token_id)
+        tb = to_tensors(batch, a.device, config.text_config.sliding_window)
+        # LR: linear warmup, cosine decay to 5% over the wall-clock budget.
+        frac = min(1.0, elapsed / budget)
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+            loss, st = loss_on_batch(model, tb, gen, sc_prob=a.sc_prob, ar_weight=a.ar_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        for k, v in st.items():
+            ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
+        if step % 25 == 0 or step <= 3:
+            say(f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
+                + " ".join(f"{k}={v:.3f}" for k, v in ema.items()) + f" gn={float(gn):.2f} seen={seen} reused={reused}")
+        if time.time() - last_save > a.save_every:
+            meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=ema)
+            save_checkpoint(model, tok, out, GEN_DEFAULTS, meta)
+            last_save = time.time()
+            say(f"saved {out}")
+    meta.update(step=step, seen=seen, reused=reused, elapsed_s=round(time.time() - t0), ema=ema)
+    save_checkpoint(model, tok, out, GEN_DEFAULTS, meta)
+    say(f"done: {step} steps, {seen} fresh examples, saved {out}")
+    feeder.close()
+
+
+class Feeder:
+    """A pool of spawned data workers with a bounded number of chunks in flight (never an endless queue)."""
+
+    def __init__(self, workers: int, initargs: tuple, seed: int, in_flight: int = 3) -> None:
+        self.pool = mp.get_context("spawn").Pool(workers, initializer=_worker_init, initargs=initargs)
+        self.next_seed = seed * 1_000_003
+        self.pending: deque = deque()
+        self.limit = workers * in_flight
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self.pending) < self.limit:
+            self.pending.append(self.pool.apply_async(_make_chunk, (self.next_seed,)))
+            self.next_seed += 1
+
+    def ready(self, block: bool = False) -> list:
+        out = []
+        if block:
+            out.append(self.pending.popleft().get(timeout=900))
+        keep: deque = deque()
+        for r in self.pending:
+            if r.ready():
+                out.append(r.get())
+            else:
+                keep.append(r)
+        self.pending = keep
+        self._top_up()
+        return out
+
+    def close(self) -> None:
+        self.pool.terminate()
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
