@@ -315,7 +315,8 @@ class CompletionEngine:
             committed: list[str] = []
             last_sent = None
             try:
-                async with asyncio.timeout(s.request_timeout_s + 5):
+                # the backend honours req.deadline; this guard catches one that hangs anyway
+                async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
                     async for ev in agen:
                         if isinstance(ev, Draft) and stream:
                             shown = clean("".join(committed) + ev.text)
