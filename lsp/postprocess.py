@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .context import CompletionPlan, CursorContext, indent_unit, leading_closers
+from .context import CompletionPlan, CursorContext, ends_with_block_opener, indent_unit, leading_closers
 from .prompt import CURSOR_MARKER, SELECTION_END, SELECTION_START
 
 __all__ = ["clean_completion", "extract_code", "strip_special_tokens", "suffix_overlap"]
@@ -141,14 +141,15 @@ def _strip_prefix_echo(text: str, line_prefix: str) -> str:
         return text
     lead = len(text) - len(text.lstrip(" \t"))
     head = text[lead:]
-    if len(body) >= 2 and head.startswith(body):
+    if head.startswith(body) and (len(body) > 1 or body.isalnum() or body == "_"):
         return head[len(body) :]
     # A tail of the line from a word boundary, at least 4 characters ("resp" of "assertEqual(resp").
     for i in range(1, len(body) - 3):
         if (body[i - 1].isalnum() or body[i - 1] == "_") and (body[i].isalnum() or body[i] == "_"):
             continue
         tail = body[i:]
-        if tail.strip() and len(tail.strip()) >= 4 and not tail[0].isspace() and head.startswith(tail):
+        # Only identifier-like tails ("resp"): punctuation runs ("-----") repeat legitimately.
+        if (tail[0].isalnum() or tail[0] == "_") and sum(c.isalnum() for c in tail) >= 4 and head.startswith(tail):
             return head[len(tail) :]
     return text
 
@@ -231,21 +232,25 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
     line_prefix = ctx.line_prefix
     blank_line = not line_prefix.strip()
     if blank_line:
-        target = line_prefix
+        # Models mostly answer with the file's absolute indentation (dedents such as "else:" included), so
+        # lines are only shifted when absolute indentation is impossible.
         if line_prefix and lines and lines[0].startswith(line_prefix):
-            # The model re-emitted the indentation the cursor already sits after.
-            lines[0] = lines[0][len(line_prefix) :]
-        if not line_prefix and lines and lines[0].strip() and not _indent_of(lines[0]):
-            # Cursor in column 0 of a blank line inside an indented block: the model omitted the indentation.
-            want = plan.extra.get("block_indent", "") if plan.extra else ""
-            if want:
-                lines = [want + ln if ln.strip() else ln for ln in lines]
+            lines[0] = lines[0][len(line_prefix) :]  # re-emitted the indentation the cursor sits after
             return lines
-        first_eff = target + _indent_of(lines[0]) if lines else target
+        if not lines or not lines[0].strip():
+            return lines
+        if not line_prefix and not _indent_of(lines[0]):
+            # Column 0 right after a block opener: the body cannot start in column 0.
+            want = plan.extra.get("block_indent", "") if plan.extra else ""
+            if want and "after a block opener" in plan.reason:
+                return [want + ln if ln.strip() else ln for ln in lines]
+            return lines
+        first_eff = line_prefix + _indent_of(lines[0])
         cont = [ln for ln in lines[1:] if ln.strip()]
-        if target and cont and min(len(_indent_of(ln)) for ln in cont) < len(first_eff):
-            # Continuation lines are relative to the first line: shift them under the cursor's indentation.
-            lines = lines[:1] + [target + ln if ln.strip() else ln for ln in lines[1:]]
+        if cont and ends_with_block_opener(lines[0], ctx.language_id, at_cursor=False):
+            if len(_indent_of(cont[0])) <= len(first_eff) and line_prefix:
+                # The block under the first line is not deeper than it: lines are relative to the first line.
+                lines = lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
         return lines
     # End of a line that opens a block: the body starts on the next line, one step deeper. After "(", "[",
     # "=>" or "->" an answer that continues on the same line ("a, b)", "x + 1") stays there.
@@ -265,25 +270,36 @@ def _open_depth(text: str, language_id: str) -> int:
     return len(_scan(text, language_id)[0])
 
 
-def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], language_id: str) -> list[str]:
+def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], ctx: CursorContext) -> list[str]:
     """Cut the completion where its remaining lines repeat the document's next lines (until none do).
 
-    A cut that would drop a closer the kept lines need (a nested block's own ``}``) is not taken.
+    A cut is only taken when it leaves the brackets of prefix + completion + suffix at least as balanced as
+    before: a nested block's own ``}`` stays, while echoed lines that close the completion's own brackets
+    (which the document's next lines close anyway) go.
     """
     sfx = [ln.strip() for ln in suffix_lines if ln.strip()]
     if not sfx:
         return lines
+    lang = ctx.language_id
+    outer: tuple[int, int] | None = None  # (brackets the prefix leaves open, closers the suffix brings)
+
+    def mismatch(text: str) -> int:
+        nonlocal outer
+        if outer is None:
+            outer = (len(_scan(ctx.prefix[-8000:], lang)[0]), len(_scan(ctx.suffix[len(ctx.line_suffix) :], lang)[1]))
+        stack, extra, _ = _scan(text, lang)
+        return abs(outer[0] - len(extra) + len(stack) - outer[1])
+
     changed = True
     while changed and lines:
         changed = False
-        full_depth = _open_depth("\n".join(lines), language_id)
         stripped = [ln.strip() for ln in lines]
         nonblank = [i for i, t in enumerate(stripped) if t]
         for pos, k in enumerate(nonblank):
             m = len(nonblank) - pos
             whole = m <= len(sfx) and all(stripped[nonblank[pos + t]] == sfx[t] for t in range(m))
             two = m >= 2 and len(sfx) >= 2 and stripped[k] == sfx[0] and stripped[nonblank[pos + 1]] == sfx[1]
-            if (whole or two) and _open_depth("\n".join(lines[:k]), language_id) <= full_depth:
+            if (whole or two) and mismatch("\n".join(lines[:k])) <= mismatch("\n".join(lines)):
                 lines = lines[:k]
                 changed = True
                 break
@@ -321,8 +337,9 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
         text = text.lstrip("\n") if not ctx.line_prefix.strip() else text
         text = _strip_prefix_echo(text, ctx.line_prefix)
         text = text.split("\n", 1)[0]
-        if ctx.line_prefix[-1:].isspace() and ctx.line_prefix.strip():
-            text = text.lstrip(" \t")  # "x = " + " 1" would leave two spaces
+        lp = ctx.line_prefix
+        if lp[-1:] == " " and lp[-2:-1] not in (".", " ") and lp.strip() and text[:1] == " " and text[1:2] != " ":
+            text = text[1:]  # "x = " + " 1" would leave two spaces (a longer run is deliberate alignment)
         if not ctx.line_prefix.strip() and ctx.line_prefix and text.startswith(ctx.line_prefix):
             text = text[len(ctx.line_prefix) :]
         text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line)
@@ -355,7 +372,7 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
         lines = lines[1:]  # echoed the line above the cursor
     lines = [ln.rstrip() for ln in lines]
     suffix_after = ctx.suffix[len(ctx.line_suffix) :]
-    lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))], ctx.language_id)
+    lines = _cut_suffix_lines(lines, [rest_of_line, *_BREAKS.split(suffix_after.lstrip("\r\n"))], ctx)
     # After the cut: echoed suffix lines (often dedented ones) must not steer the re-indentation.
     lines = _reindent_multi(lines, ctx, plan) if lines else lines
     text = "\n".join(lines)
@@ -393,6 +410,11 @@ def _strip_file_echo(text: str, ctx: CursorContext) -> str:
     lines = text.split("\n")
     above = [ln.strip() for ln in _lines_before(ctx, 2)]
     if not above:
+        return text
+    # A re-written file starts with lines of the file: the model's first line must be one of them.
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    before = ctx.prefix[: len(ctx.prefix) - len(ctx.line_prefix)]
+    if not first or first not in {ln.strip() for ln in _BREAKS.split(before[-8000:])}:
         return text
     head = ctx.line_prefix.strip()
     prev_nonblank: str | None = None  # the model's previous non-blank line
