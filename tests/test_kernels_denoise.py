@@ -183,3 +183,39 @@ def test_reference_matches_transformers_sampler() -> None:
             torch.where(out.accepted, out.next_canvas, -1),
         )
         assert torch.equal(out.argmax.view(b, c), scaled.argmax(-1))
+
+
+def test_probs_output_and_canvas_widths() -> None:
+    """Softmax output for the self-conditioning input; rows past a request's width are never accepted."""
+    b, c, v = 3, 16, 1029
+    logits, noise, temp, renoise, pinned, ptok = _inputs(b, c, v)
+    widths = torch.tensor([16, 5, 1])
+    k, r = _both(
+        logits,
+        temp,
+        renoise_tokens=renoise,
+        noise=noise,
+        entropy_bound=2.0,
+        pinned=pinned,
+        pinned_tokens=ptok,
+        probs_dtype=torch.float32,
+        widths=widths,
+    )
+    torch.testing.assert_close(k.probs, r.probs, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(k.probs.sum(-1), torch.ones(b * c), rtol=1e-5, atol=1e-5)
+    pos = torch.arange(c).repeat(b)
+    past = pos >= widths.repeat_interleave(c)
+    assert not bool((k.accepted & past & ~pinned).any())
+    assert torch.equal(k.accepted, r.accepted)
+    assert torch.equal(k.next_canvas, r.next_canvas)
+
+
+def test_per_row_seeds_make_rows_independent_of_their_batch_position() -> None:
+    v = 300
+    logits = torch.randn(6, v)
+    seeds = torch.tensor([11, 12, 13, 14, 15, 16], dtype=torch.int32)
+    zeros = torch.zeros(6, dtype=torch.long)
+    a = denoise_step(logits, 0.8, renoise_tokens=zeros, seed=seeds, impl="triton")
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    b = denoise_step(logits[perm], 0.8, renoise_tokens=zeros, seed=seeds[perm], impl="triton")
+    assert torch.equal(a.sample[perm], b.sample)

@@ -47,15 +47,20 @@ if HAVE_TRITON:
         noise_ptr,
         stride_n,
         seed,
+        seeds_ptr,
         scaled_ptr,
         stride_s,
+        probs_ptr,
+        stride_p,
         argmax_ptr,
         sample_ptr,
         entropy_ptr,
         V,
         softcap,
         HAS_NOISE: tl.constexpr,
+        ROW_SEEDS: tl.constexpr,
         WRITE_SCALED: tl.constexpr,
+        WRITE_PROBS: tl.constexpr,
         SOFTCAP: tl.constexpr,
         BLOCK_V: tl.constexpr,
     ):
@@ -91,6 +96,8 @@ if HAVE_TRITON:
             # Gumbel-max sample
             if HAS_NOISE:
                 u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
+            elif ROW_SEEDS:
+                u = tl.rand(tl.load(seeds_ptr + row), offs)
             else:
                 u = tl.rand(seed, (row * V + offs).to(tl.int32))
             g = tl.where(valid, x - tl.log(-tl.log(u)), float("-inf"))
@@ -111,12 +118,25 @@ if HAVE_TRITON:
         tl.store(argmax_ptr + row, best_i.to(tl.int64))
         tl.store(sample_ptr + row, gbest_i.to(tl.int64))
         tl.store(entropy_ptr + row, tl.log(s) - t / s)
+        if WRITE_PROBS:
+            # second pass: softmax(scaled) in the self-conditioning dtype (vLLM multiplies it by the embedding)
+            lse = m + tl.log(s)
+            for start in range(0, V, BLOCK_V):
+                offs = start + tl.arange(0, BLOCK_V)
+                valid = offs < V
+                x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
+                if SOFTCAP:
+                    z = x / softcap
+                    x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
+                p = tl.exp(x / temp - lse)
+                tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
 
     @triton.jit
     def _accept_kernel(
         entropy_ptr,
         offsets_ptr,
         bound_ptr,
+        width_ptr,
         pinned_ptr,
         pinned_tok_ptr,
         sample_ptr,
@@ -126,6 +146,7 @@ if HAVE_TRITON:
         next_ptr,
         draft_ptr,
         HAS_PINS: tl.constexpr,
+        HAS_WIDTH: tl.constexpr,
         BLOCK_I: tl.constexpr,
         BLOCK_J: tl.constexpr,
     ):
@@ -142,6 +163,10 @@ if HAVE_TRITON:
             if HAS_PINS:
                 pi = tl.load(pinned_ptr + lo + oi, mask=vi, other=0) != 0
                 ei = tl.where(pi, 0.0, ei)
+            if HAS_WIDTH:
+                # rows past the request's canvas width sort last and are never accepted
+                w = tl.load(width_ptr + b)
+                ei = tl.where(oi < w, ei, float("inf"))
             # prefix[i] = sum of entropies that sort before row i (ties by position)
             prefix = tl.zeros((BLOCK_I,), tl.float32)
             for js in range(0, n, BLOCK_J):
@@ -151,10 +176,14 @@ if HAVE_TRITON:
                 if HAS_PINS:
                     pj = tl.load(pinned_ptr + lo + oj, mask=vj, other=0) != 0
                     ej = tl.where(pj, 0.0, ej)
+                if HAS_WIDTH:
+                    ej = tl.where(oj < w, ej, float("inf"))
                 before = (ej[None, :] < ei[:, None]) | ((ej[None, :] == ei[:, None]) & (oj[None, :] < oi[:, None]))
                 before = before & vj[None, :]
                 prefix += tl.sum(tl.where(before, ej[None, :], 0.0), axis=1)
             acc = prefix <= bound
+            if HAS_WIDTH:
+                acc = acc & (oi < w)
             smp = tl.load(sample_ptr + lo + oi, mask=vi, other=0)
             amx = tl.load(argmax_ptr + lo + oi, mask=vi, other=0)
             rn = tl.load(renoise_ptr + lo + oi, mask=vi, other=0).to(tl.int64)
@@ -175,13 +204,15 @@ def denoise_step(
     *,
     renoise_tokens: torch.Tensor,
     noise: torch.Tensor | None = None,
-    seed: int | None = None,
+    seed: int | torch.Tensor | None = None,
     entropy_bound: torch.Tensor | float = 0.1,
     segments: torch.Tensor | list[int] | None = None,
     pinned: torch.Tensor | None = None,
     pinned_tokens: torch.Tensor | None = None,
     softcap: float | None = None,
     scaled_dtype: torch.dtype | None = None,
+    probs_dtype: torch.dtype | None = None,
+    widths: torch.Tensor | None = None,
     impl: str = "auto",
     block_v: int = 2048,
 ) -> StepOutput:
@@ -190,7 +221,9 @@ def denoise_step(
     ``logits`` is (N, V) or (B, C, V) (then each of the B canvases is one request). ``temperature`` is a float or
     one value per row; ``entropy_bound`` a float or one per request; ``segments`` the request offsets
     ``[0, ..., N]`` for 2D input. Give ``noise`` (N, V) uniform in (0, 1) for a reproducible sample, or ``seed`` for
-    in-kernel Philox noise (the reference then draws ``torch.rand`` from a generator seeded with it).
+    in-kernel Philox noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
+    generator). ``probs_dtype`` also returns ``softmax(scaled)`` (the self-conditioning input); ``widths`` (one int
+    per request) excludes rows past a request's canvas width from acceptance.
     ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
     """
     if logits.ndim == 3:
@@ -215,7 +248,7 @@ def denoise_step(
     if not use_triton:
         if noise is None:
             gen = torch.Generator(device=dev)
-            gen.manual_seed(0 if seed is None else int(seed))
+            gen.manual_seed(0 if seed is None else int(seed) if not torch.is_tensor(seed) else int(seed.sum()))
             noise = torch.rand((n, v), generator=gen, device=dev, dtype=torch.float32)
         return denoise_step_reference(
             logits,
@@ -228,6 +261,8 @@ def denoise_step(
             pinned_tokens=pinned_tokens,
             softcap=softcap,
             scaled_dtype=scaled_dtype,
+            probs_dtype=probs_dtype,
+            widths=widths,
         )
 
     if logits.stride(-1) != 1:
@@ -240,6 +275,8 @@ def denoise_step(
     sample = torch.empty(n, dtype=torch.int64, device=dev)
     entropy = torch.empty(n, dtype=torch.float32, device=dev)
     scaled = None if scaled_dtype is None else torch.empty((n, v), dtype=scaled_dtype, device=dev)
+    probs = None if probs_dtype is None else torch.empty((n, v), dtype=probs_dtype, device=dev)
+    row_seeds = seed.to(device=dev, dtype=torch.int32).contiguous() if torch.is_tensor(seed) else None
     if noise is not None and noise.stride(-1) != 1:
         noise = noise.contiguous()
     if n:
@@ -249,16 +286,21 @@ def denoise_step(
             temp,
             noise if noise is not None else logits,
             noise.stride(0) if noise is not None else 0,
-            0 if seed is None else int(seed) & 0x7FFFFFFF,
+            0 if seed is None or row_seeds is not None else int(seed) & 0x7FFFFFFF,
+            row_seeds if row_seeds is not None else temp,
             scaled if scaled is not None else logits,
             scaled.stride(0) if scaled is not None else 0,
+            probs if probs is not None else logits,
+            probs.stride(0) if probs is not None else 0,
             argmax,
             sample,
             entropy,
             v,
             float(softcap or 1.0),
             HAS_NOISE=noise is not None,
+            ROW_SEEDS=noise is None and row_seeds is not None,
             WRITE_SCALED=scaled is not None,
+            WRITE_PROBS=probs is not None,
             SOFTCAP=bool(softcap),
             BLOCK_V=min(block_v, triton.next_power_of_2(v)),
             num_warps=8,
@@ -274,6 +316,7 @@ def denoise_step(
             entropy,
             offsets,
             bound,
+            widths.to(device=dev, dtype=torch.int32).contiguous() if widths is not None else offsets,
             pins_i8,
             pinned_tokens.contiguous() if pinned_tokens is not None else argmax,
             sample,
@@ -283,6 +326,7 @@ def denoise_step(
             next_canvas,
             draft,
             HAS_PINS=pinned is not None,
+            HAS_WIDTH=widths is not None,
             BLOCK_I=block_i,
             BLOCK_J=64,
             num_warps=4,
@@ -294,4 +338,5 @@ def denoise_step(
         entropy=entropy,
         accepted=accepted.bool(),
         scaled_logits=scaled,
+        probs=probs,
     )

@@ -36,6 +36,7 @@ class StepOutput:
     entropy: torch.Tensor  # (N,) float32: entropy of softmax(scaled), pins not zeroed
     accepted: torch.Tensor  # (N,) bool
     scaled_logits: torch.Tensor | None = None  # (N, V) logits / T in ``scaled_dtype`` (self-conditioning input)
+    probs: torch.Tensor | None = None  # (N, V) softmax(logits / T) in ``probs_dtype`` (vLLM's soft-embedding input)
 
 
 def linear_temperature(cur_step: int | torch.Tensor, max_steps: int, t_min: float, t_max: float):
@@ -75,9 +76,16 @@ def row_stats_reference(
 
 
 def accept_reference(
-    entropy: torch.Tensor, offsets: torch.Tensor, entropy_bound: torch.Tensor, pinned: torch.Tensor | None
+    entropy: torch.Tensor,
+    offsets: torch.Tensor,
+    entropy_bound: torch.Tensor,
+    pinned: torch.Tensor | None,
+    widths: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Entropy-bound acceptance per request (rows ``offsets[b]:offsets[b+1]``); returns a bool mask (N,)."""
+    """Entropy-bound acceptance per request (rows ``offsets[b]:offsets[b+1]``); returns a bool mask (N,).
+
+    Rows at or past ``widths[b]`` inside a request (a canvas narrower than the engine's) are never accepted.
+    """
     e = entropy.to(torch.float32)
     if pinned is not None:
         e = torch.where(pinned, torch.zeros_like(e), e)
@@ -86,9 +94,12 @@ def accept_reference(
         lo, hi = int(offsets[b]), int(offsets[b + 1])
         if hi == lo:
             continue
-        sorted_e, order = torch.sort(e[lo:hi], stable=True)
+        eb = e[lo:hi]
+        w = hi - lo if widths is None else int(widths[b])
+        eb = torch.where(torch.arange(hi - lo, device=e.device) < w, eb, torch.full_like(eb, float("inf")))
+        sorted_e, order = torch.sort(eb, stable=True)
         cum = torch.cumsum(sorted_e, dim=-1)
-        keep = (cum - sorted_e) <= float(entropy_bound[b])
+        keep = ((cum - sorted_e) <= float(entropy_bound[b])) & torch.isfinite(sorted_e)
         accepted[lo:hi] = torch.zeros_like(keep).scatter(0, order, keep)
     if pinned is not None:
         accepted |= pinned
@@ -107,6 +118,8 @@ def denoise_step_reference(
     pinned_tokens: torch.Tensor | None = None,
     softcap: float | None = None,
     scaled_dtype: torch.dtype | None = None,
+    probs_dtype: torch.dtype | None = None,
+    widths: torch.Tensor | None = None,
 ) -> StepOutput:
     """One full step on flattened rows (N, V); see the module docstring for the semantics."""
     n, _ = logits.shape
@@ -115,7 +128,7 @@ def denoise_step_reference(
     offsets = segment_offsets(n, segments, dev)
     bound = torch.as_tensor(entropy_bound, dtype=torch.float32, device=dev).expand(offsets.numel() - 1)
     scaled, argmax, sample, entropy = row_stats_reference(logits, temp, noise, softcap)
-    accepted = accept_reference(entropy, offsets, bound, pinned)
+    accepted = accept_reference(entropy, offsets, bound, pinned, widths)
     next_canvas = torch.where(accepted, sample, renoise_tokens.to(torch.int64))
     if pinned is not None:
         if pinned_tokens is None:
@@ -130,4 +143,5 @@ def denoise_step_reference(
         entropy=entropy,
         accepted=accepted,
         scaled_logits=None if scaled_dtype is None else scaled.to(scaled_dtype),
+        probs=None if probs_dtype is None else torch.softmax(scaled, dim=-1).to(probs_dtype),
     )

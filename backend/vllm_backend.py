@@ -1,0 +1,548 @@
+"""The embedded vLLM backend: an in-process ``AsyncLLM`` engine behind the backend contract.
+
+vLLM is imported only in :meth:`VLLMBackend.start`, so this module (request mapping, feature detection, the
+``max_num_seqs`` guard) imports and is tested on machines without vLLM.
+
+Per-request diffusion options travel as ``SamplingParams.extra_args`` under vLLM 0.32's names
+(``diffusion_canvas_length``, ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``). vLLM 0.32+
+reads them natively; on 0.26-0.31 our plugin (:mod:`.vllm_plugin`) reads the same names, so :meth:`generate` never
+branches on the version. Our own additions (``dgemma_*``: draft tap, entropy bound, temperatures) only reach a
+plugin-enabled engine. Detokenization is off in the engine (``detokenize=False``): the backend needs token ids
+anyway (pins, seeds, warm starts) and decodes a committed canvas in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .contract import (
+    BackendError,
+    BackendInfo,
+    BackendUnavailable,
+    CanvasEvent,
+    CanvasRequest,
+    Committed,
+    Done,
+    Draft,
+    ProgressCallback,
+    Stats,
+)
+
+if TYPE_CHECKING:
+    from dgemma_lsp.config import Settings
+
+MAX_NUM_SEQS = 4  # the vendor's --max-num-seqs: DiffusionGemma engines run out of memory above it
+VENDOR_CANVAS = 256
+VENDOR_ENTROPY_BOUND = 0.1
+DEFAULT_MODEL = "google/diffusiongemma-26B-A4B-it"
+DRAFT_TAP_ENV = "DGEMMA_DRAFT_TAP"  # zmq address the plugin pushes drafts to
+PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
+PLUGIN_FEATURES_ENV = "DGEMMA_VLLM_PLUGIN_FEATURES"  # comma list; see vllm_plugin.ALL_FEATURES
+
+
+@dataclass(slots=True)
+class VLLMFeatures:
+    """What the installed vLLM (plus our plugin) can do per request."""
+
+    version: str = ""
+    native_extra_args: bool = False  # vLLM >= 0.32 validates/uses diffusion_* extra_args itself
+    plugin: bool = False  # our plugin is registered and enabled
+    plugin_features: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def per_request(self) -> bool:
+        """Seed canvas / pins / canvas width / step cap available (natively or through the plugin)."""
+        return self.native_extra_args or (self.plugin and "extra_args" in self.plugin_features)
+
+    @property
+    def drafts(self) -> bool:
+        return self.plugin and "draft_tap" in self.plugin_features
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def detect_features(version: str | None = None, *, plugin_enabled: bool = True) -> VLLMFeatures:
+    """Feature detection by capability, not by version string alone.
+
+    ``version`` overrides the installed vLLM's (for tests); native per-request diffusion options are recognised
+    by the presence of ``vllm.utils.diffusion.validate_diffusion_sampling_params`` (0.32+).
+    """
+    from .vllm_plugin import enabled_features
+
+    native = False
+    if version is None:
+        try:
+            import vllm
+
+            version = str(getattr(vllm, "__version__", "0"))
+            spec = importlib.util.find_spec("vllm.utils.diffusion")
+            if spec is not None:
+                mod = importlib.import_module("vllm.utils.diffusion")
+                native = hasattr(mod, "validate_diffusion_sampling_params")
+        except ImportError:
+            version = ""
+    else:
+        native = _version_tuple(version) >= (0, 32)
+    feats = enabled_features() if plugin_enabled else frozenset()
+    if native:
+        # native vLLM already does per-request options: our copy of them stays off
+        feats = feats - {"extra_args"}
+    return VLLMFeatures(
+        version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats
+    )
+
+
+def check_max_num_seqs(n: int) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise BackendError(f"vllm max_num_seqs must be a positive integer (got {n!r})", kind="config")
+    if n > MAX_NUM_SEQS:
+        raise BackendError(
+            f"vllm max_num_seqs={n} is refused: DiffusionGemma engines run out of GPU memory above "
+            f"{MAX_NUM_SEQS} concurrent sequences (the vendor's --max-num-seqs {MAX_NUM_SEQS}); set it to 1..4",
+            kind="config",
+        )
+    return n
+
+
+@dataclass(slots=True)
+class MappedRequest:
+    """A CanvasRequest in vLLM's terms (plain data: SamplingParams is built from ``sampling`` in the engine)."""
+
+    prompt_ids: list[int]
+    sampling: dict[str, Any]
+    canvas_width: int
+    unsupported: list[str] = field(default_factory=list)  # options this engine cannot honour (reported in stats)
+
+
+def map_request(
+    req: CanvasRequest,
+    *,
+    prompt_ids: Sequence[int],
+    seed_ids: Sequence[int] | None,
+    engine_canvas: int,
+    vocab_size: int,
+    features: VLLMFeatures,
+    engine_entropy_bound: float = VENDOR_ENTROPY_BOUND,
+    engine_t: tuple[float, float] = (0.4, 0.8),
+) -> MappedRequest:
+    """Translate a request into prompt ids + SamplingParams keyword arguments.
+
+    The canvas is ``min(req.canvas_length, engine_canvas)`` wide; a longer request runs several canvases of the
+    engine's width (vLLM commits canvas after canvas up to ``max_tokens``). A seed canvas is cut to the width or
+    padded with uniform noise (seeded by ``rng_seed``), as the contract says.
+    """
+    width = min(req.canvas_length, engine_canvas)
+    extra: dict[str, Any] = {}
+    unsupported: list[str] = []
+    per_request = features.per_request
+    if width < engine_canvas:
+        if per_request:
+            extra["diffusion_canvas_length"] = width
+        else:
+            unsupported.append("canvas_length")
+    if req.max_denoising_steps:
+        if per_request:
+            extra["diffusion_max_steps"] = int(req.max_denoising_steps)
+        else:
+            unsupported.append("max_denoising_steps")
+    if seed_ids is not None:
+        if not per_request:
+            raise BackendError(
+                "seed canvases and pinned tokens need vLLM >= 0.32 or the dgemma vLLM plugin (vllm_plugin = true)",
+                kind="unsupported",
+            )
+        rng = random.Random(req.rng_seed)
+        seed = list(seed_ids)[:width]
+        seed += [rng.randrange(vocab_size) for _ in range(width - len(seed))]
+        extra["diffusion_seed_canvas"] = seed
+        if req.pinned:
+            extra["diffusion_pinned"] = sorted({int(p) for p in req.pinned if p < width})
+    if features.plugin:
+        if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
+            extra["dgemma_entropy_bound"] = float(req.entropy_bound)
+        if (req.t_min, req.t_max) != tuple(engine_t):
+            extra["dgemma_t_min"] = float(req.t_min)
+            extra["dgemma_t_max"] = float(req.t_max)
+        if req.want_drafts and features.drafts:
+            extra["dgemma_draft_tap"] = True
+    else:
+        if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
+            unsupported.append("entropy_bound")
+        if (req.t_min, req.t_max) != tuple(engine_t):
+            unsupported.append("temperatures")
+    sampling: dict[str, Any] = dict(
+        max_tokens=req.total_new_tokens,
+        detokenize=False,  # decoded here, once per committed canvas
+        skip_special_tokens=False,
+        seed=req.rng_seed,
+        extra_args=extra or None,
+    )
+    return MappedRequest(prompt_ids=list(prompt_ids), sampling=sampling, canvas_width=width, unsupported=unsupported)
+
+
+class _DraftTap:
+    """Receives per-step argmax canvases from the plugin over a local zmq PULL socket."""
+
+    def __init__(self) -> None:
+        self.address = f"ipc://{tempfile.gettempdir()}/dgemma-tap-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.queues: dict[str, asyncio.Queue] = {}
+        self._task: asyncio.Task | None = None
+        self._sock: Any = None
+
+    def start(self) -> None:
+        import zmq
+        import zmq.asyncio
+
+        ctx = zmq.asyncio.Context.instance()
+        self._sock = ctx.socket(zmq.PULL)
+        self._sock.bind(self.address)
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        import numpy as np
+
+        while True:
+            req_id, step, payload = await self._sock.recv_multipart()
+            rid = req_id.decode()
+            # the engine appends "-<8 hex>" to our request id
+            base = rid.rsplit("-", 1)[0] if rid not in self.queues else rid
+            q = self.queues.get(base)
+            if q is not None:
+                q.put_nowait(("draft", int(step.decode()), np.frombuffer(payload, dtype=np.int32).tolist()))
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._sock is not None:
+            self._sock.close(linger=0)
+        path = self.address.removeprefix("ipc://")
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+class VLLMBackend:
+    """DiffusionGemma through an embedded vLLM engine (CUDA)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        canvas_length: int = VENDOR_CANVAS,
+        max_denoising_steps: int | None = None,
+        max_num_seqs: int = MAX_NUM_SEQS,
+        gpu_memory_utilization: float = 0.8,
+        max_model_len: int = 16384,
+        enforce_eager: bool = False,
+        enable_prefix_caching: bool = True,
+        plugin: bool = True,
+        plugin_features: str | None = None,
+        load_format: str = "auto",
+        tokenizer: str | None = None,
+        quantization: str | None = None,
+        engine_overrides: dict[str, Any] | None = None,
+        eager_start: bool = False,
+    ) -> None:
+        self.model = model or DEFAULT_MODEL
+        self.canvas_length = canvas_length
+        self.max_denoising_steps = max_denoising_steps
+        self.max_num_seqs = check_max_num_seqs(max_num_seqs)
+        if not 0.05 <= gpu_memory_utilization <= 0.98:
+            raise BackendError("vllm gpu_memory_utilization must be in 0.05..0.98", kind="config")
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.max_model_len = max_model_len
+        self.enforce_eager = enforce_eager
+        self.enable_prefix_caching = enable_prefix_caching
+        self.plugin = plugin
+        self.plugin_features = plugin_features
+        self.load_format = load_format
+        self.tokenizer_name = tokenizer
+        self.quantization = quantization
+        self.engine_overrides = dict(engine_overrides or {})
+        self.eager_start = eager_start
+        self.tokenizer: Any = None
+        self.features = VLLMFeatures()
+        self._engine: Any = None
+        self._tap: _DraftTap | None = None
+        self._start_lock: asyncio.Lock | None = None
+        self._vocab_size = 0
+        self._eos: set[int] = set()
+        self._engine_entropy_bound = VENDOR_ENTROPY_BOUND
+        self._engine_t = (0.4, 0.8)
+        self._start_s: float | None = None
+        self._error: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VLLMBackend:
+        return cls(
+            settings.model,
+            canvas_length=settings.canvas_length,
+            max_num_seqs=settings.vllm_max_num_seqs,
+            gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+            max_model_len=settings.vllm_max_model_len,
+            enforce_eager=settings.vllm_enforce_eager,
+            plugin=settings.vllm_plugin,
+            eager_start=settings.vllm_eager_start,
+        )
+
+    # ------------------------------------------------------------------ engine
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The AsyncEngineArgs this backend starts (the vendor's recommended settings)."""
+        kw: dict[str, Any] = dict(
+            model=self.model,
+            tokenizer=self.tokenizer_name,
+            diffusion_config={"canvas_length": self.canvas_length}
+            | ({"max_denoising_steps": self.max_denoising_steps} if self.max_denoising_steps else {}),
+            attention_backend="TRITON_ATTN",
+            max_num_seqs=self.max_num_seqs,
+            generation_config="vllm",
+            language_model_only=True,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_model_len=self.max_model_len,
+            enable_prefix_caching=self.enable_prefix_caching,
+            enforce_eager=self.enforce_eager,
+            load_format=self.load_format,
+        )
+        if self.quantization:
+            kw["quantization"] = self.quantization
+        kw.update(self.engine_overrides)
+        return {k: v for k, v in kw.items() if v is not None}
+
+    def _plugin_env(self) -> dict[str, str]:
+        env = {PLUGIN_ENV: "1" if self.plugin else "0"}
+        if self.plugin_features is not None:
+            env[PLUGIN_FEATURES_ENV] = self.plugin_features
+        return env
+
+    async def start(self, progress: ProgressCallback | None = None) -> None:
+        if self._engine is not None:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._engine is not None:
+                return
+            await self._start(progress or (lambda message, percentage=None: None))
+
+    async def _start(self, progress: ProgressCallback) -> None:
+        t0 = time.monotonic()
+        progress("importing vLLM", 2)
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")
+        os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        os.environ.update(self._plugin_env())
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"the vllm backend needs vLLM (>= 0.26) on a CUDA machine: pip install 'dgemma-lsp[vllm]' ({exc})"
+            ) from None
+        self.features = detect_features(plugin_enabled=self.plugin)
+        if self.features.drafts:
+            self._tap = _DraftTap()
+            os.environ[DRAFT_TAP_ENV] = self._tap.address
+            self._tap.start()
+        progress(f"starting vLLM {self.features.version} engine for {self.model}", 10)
+        try:
+            args = AsyncEngineArgs(**self.engine_kwargs())
+            self._engine = AsyncLLM.from_engine_args(args)
+        except Exception as exc:  # vLLM raises many types; the user needs one line
+            self._error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if self._tap is not None:
+                self._tap.close()
+                self._tap = None
+            raise BackendUnavailable(f"vLLM engine failed to start: {self._error}") from exc
+        progress("loading tokenizer", 90)
+        self.tokenizer = self._engine.get_tokenizer()
+        self._vocab_size = int(self._engine.model_config.get_vocab_size())
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self._eos = {eos} if isinstance(eos, int) else set(eos or [])
+        gen = self._engine.model_config.try_get_generation_config() or {}
+        sc = gen.get("sampler_config") or {}
+        self._engine_entropy_bound = float(sc.get("entropy_bound", VENDOR_ENTROPY_BOUND))
+        self._engine_t = (float(gen.get("t_min", 0.4)), float(gen.get("t_max", 0.8)))
+        self._start_s = time.monotonic() - t0
+        progress("vLLM engine ready", 100)
+
+    # ---------------------------------------------------------------- helpers
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is None:
+            return max(1, len(text) // 4)  # before start: a cheap estimate, never a model load on the keystroke path
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _prompt_ids(self, req: CanvasRequest) -> list[int]:
+        if req.prompt_ids is not None:
+            return list(req.prompt_ids)
+        msgs = [{"role": m.role, "content": m.content} for m in req.messages or ()]
+        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def _seed_ids(self, req: CanvasRequest) -> list[int] | None:
+        if req.seed_canvas is not None:
+            return [int(t) for t in req.seed_canvas]
+        if req.seed_text is not None:
+            return list(self.tokenizer.encode(req.seed_text, add_special_tokens=False))
+        return None
+
+    def _decode(self, ids: Sequence[int]) -> tuple[str, bool]:
+        cut = len(ids)
+        for i, t in enumerate(ids):
+            if t in self._eos:
+                cut = i
+                break
+        return self.tokenizer.decode(list(ids[:cut]), skip_special_tokens=True), cut < len(ids)
+
+    # --------------------------------------------------------------- generate
+    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+        await self.start()
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        t0 = time.monotonic()
+        prompt_ids = self._prompt_ids(request)
+        mapped = map_request(
+            request,
+            prompt_ids=prompt_ids,
+            seed_ids=self._seed_ids(request),
+            engine_canvas=self.canvas_length,
+            vocab_size=self._vocab_size,
+            features=self.features,
+            engine_entropy_bound=self._engine_entropy_bound,
+            engine_t=self._engine_t,
+        )
+        params = SamplingParams(**mapped.sampling, output_kind=RequestOutputKind.DELTA)
+        rid = f"dg{uuid.uuid4().hex[:16]}"
+        queue: asyncio.Queue = asyncio.Queue()
+        if self._tap is not None and "dgemma_draft_tap" in (params.extra_args or {}):
+            self._tap.queues[rid] = queue
+
+        async def pump() -> None:
+            try:
+                async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, rid):
+                    queue.put_nowait(("out", out))
+            except Exception as exc:  # surfaced to the consumer as one BackendError line
+                queue.put_nowait(("error", exc))
+            queue.put_nowait(("end", None))
+
+        task = asyncio.get_running_loop().create_task(pump())
+        stats = Stats(backend=self.name, model=self.model, prompt_tokens=len(prompt_ids))
+        if mapped.unsupported:
+            stats.extra["unsupported"] = mapped.unsupported
+        stats.extra["vllm"] = self.features.version
+        all_ids: list[int] = []
+        texts: list[str] = []
+        canvas_index = 0
+        step = 0
+        finished = False
+        try:
+            while True:
+                if request.cancel is not None and request.cancel.cancelled:
+                    from .contract import Cancelled
+
+                    raise Cancelled()
+                timeout = 0.005 if request.cancel is not None else None
+                rem = request.remaining()
+                if rem is not None:
+                    if rem <= 0:
+                        from .contract import DeadlineExceeded
+
+                        raise DeadlineExceeded()
+                    timeout = min(timeout or rem, rem)
+                try:
+                    kind, payload = await asyncio.wait_for(queue.get(), timeout) if timeout else await queue.get()
+                except TimeoutError:
+                    continue
+                if kind == "draft":
+                    step_no, ids = payload
+                    step = step_no
+                    if stats.first_draft_s is None:
+                        stats.first_draft_s = time.monotonic() - t0
+                    text, _ = self._decode(ids[: mapped.canvas_width])
+                    yield Draft(
+                        canvas_index=canvas_index, step=step_no, text=text, token_ids=ids[: mapped.canvas_width]
+                    )
+                    continue
+                if kind == "error":
+                    raise BackendError(f"vLLM request failed: {type(payload).__name__}: {payload}") from payload
+                if kind == "end":
+                    break
+                out = payload
+                comp = out.outputs[0]
+                new_ids = list(comp.token_ids)
+                if new_ids:
+                    all_ids.extend(new_ids)
+                    text, eos = self._decode(new_ids)
+                    texts.append(text)
+                    stats.canvases += 1
+                    stats.steps_per_canvas.append(step)
+                    if stats.first_commit_s is None:
+                        stats.first_commit_s = time.monotonic() - t0
+                    yield Committed(canvas_index=canvas_index, steps=step, text=text, token_ids=new_ids, eos=eos)
+                    canvas_index += 1
+                    step = 0
+                    if eos or (request.stop_at_newline and "\n" in text):
+                        break
+                if out.finished:
+                    finished = True
+                    break
+        finally:
+            if self._tap is not None:
+                self._tap.queues.pop(rid, None)
+            if not finished:
+                # cancelled, deadline, consumer closed the stream or stop_at_newline: the request leaves the engine
+                with contextlib.suppress(Exception):
+                    await self._engine.abort(rid)
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        stats.tokens = len(all_ids)
+        stats.wall_s = time.monotonic() - t0
+        steps = sum(stats.steps_per_canvas)
+        stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
+        yield Done(text="".join(texts), stats=stats)
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            name=self.name,
+            model=self.model,
+            device="cuda",
+            ready=self._engine is not None,
+            detail={
+                "vllm": self.features.version,
+                "native_extra_args": self.features.native_extra_args,
+                "plugin": self.features.plugin,
+                "plugin_features": sorted(self.features.plugin_features),
+                "canvas_length": self.canvas_length,
+                "max_num_seqs": self.max_num_seqs,
+                "start_s": self._start_s,
+                "error": self._error,
+            },
+        )
+
+    async def aclose(self) -> None:
+        eng, self._engine = self._engine, None
+        if eng is not None:
+            eng.shutdown()
+        if self._tap is not None:
+            self._tap.close()
+            self._tap = None
