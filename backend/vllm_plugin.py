@@ -1,0 +1,388 @@
+"""Our DiffusionGemma plugin for vLLM 0.26-0.31 (``vllm.general_plugins`` entry point ``dgemma_lsp``).
+
+What it adds, each piece switchable (``DGEMMA_VLLM_PLUGIN=0`` turns all off; ``DGEMMA_VLLM_PLUGIN_FEATURES`` is a
+comma list of the pieces to keep, default all):
+
+* ``sampler`` — a registry entry for ``DiffusionGemmaForBlockDiffusion`` pointing at a subclass of vLLM's model
+  whose model state hands the runner our sampler (a subclass of vLLM's ``DiffusionSampler``). Its denoising step
+  runs our Triton kernels (:mod:`.kernels`: one pass over the logits for temperature, argmax, Gumbel sample,
+  entropy and the self-conditioning softmax; a sort-free entropy-bound acceptance with pins and renoise) instead
+  of vLLM's compiled fp32 pipeline. Without it the rest below is off too (they live in that sampler).
+* ``commit_skip`` — a commit step (the causal pass that writes the finished canvas to the KV cache) only emits the
+  argmax canvas: no temperature/sample/entropy/self-conditioning work over its 256 x 262144 logits.
+* ``extra_args`` — vLLM 0.32's per-request options under the same names: ``diffusion_canvas_length``,
+  ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
+  ``dgemma_t_min``/``dgemma_t_max`` and ``SamplingParams.seed`` (per-row Philox streams, so a seeded request
+  samples the same whatever else is in the batch). Off automatically on vLLM >= 0.32, which has them natively.
+* ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
+  the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
+* ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
+  DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
+
+:func:`register` is import-safe without vLLM: it returns quietly when vLLM is missing or the plugin is off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "moe_config"})
+ARCH = "DiffusionGemmaForBlockDiffusion"
+MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
+_registered = False
+
+
+def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
+    """The plugin pieces switched on by the environment (what every engine process sees)."""
+    env = os.environ if environ is None else environ
+    if env.get("DGEMMA_VLLM_PLUGIN", "1").strip().lower() in ("0", "false", "no", "off"):
+        return frozenset()
+    raw = env.get("DGEMMA_VLLM_PLUGIN_FEATURES")
+    if raw is None or raw.strip().lower() in ("", "all"):
+        feats = set(ALL_FEATURES)
+    else:
+        feats = {f.strip() for f in raw.split(",") if f.strip()}
+        unknown = feats - ALL_FEATURES
+        if unknown:
+            raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
+    if "sampler" not in feats:
+        feats -= {"commit_skip", "extra_args", "draft_tap"}
+    return frozenset(feats)
+
+
+def register() -> None:
+    """vLLM general-plugin entry point (called once per engine process)."""
+    global _registered
+    feats = enabled_features()
+    if not feats or _registered:
+        return
+    try:
+        from vllm import ModelRegistry
+    except ImportError:
+        return
+    if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
+        os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)
+    if "sampler" in feats:
+        # a registry entry (lazy "module:Class"), not a patch of vLLM's class
+        ModelRegistry.register_model(ARCH, f"{__name__}:DGemmaLspForConditionalGeneration")
+    _registered = True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# vLLM-side classes, built on first attribute access (PEP 562) so that importing this module never needs vLLM.
+_CLASSES: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("DGemmaLspForConditionalGeneration", "DGemmaModelState", "DGemmaSampler"):
+        if not _CLASSES:
+            _CLASSES.update(_build_classes())
+        return _CLASSES[name]
+    raise AttributeError(name)
+
+
+def _mix_seed(seed: int, step: Any, pos: Any) -> Any:
+    """Per-(request seed, step, position) Philox seed in int31 (works on ints and int64 tensors)."""
+    return (seed * 1_000_003 + step * 7_919 + pos * 104_729 + 12_345) % 2_147_483_647
+
+
+def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vLLM imports lazy
+    import numpy as np
+    import torch
+    from vllm.logger import init_logger
+    from vllm.model_executor.models import diffusion_gemma as dg
+    from vllm.v1.worker.gpu.buffer_utils import async_copy_to_gpu
+
+    from .kernels import denoise_step
+
+    log = init_logger("dgemma_lsp.vllm_plugin")
+    feats = enabled_features()
+    tap_addr = os.environ.get("DGEMMA_DRAFT_TAP")
+
+    class DGemmaSampler(dg.DiffusionSampler):
+        """vLLM's DiffusionSampler with our kernels, commit skip, per-request options and the draft tap."""
+
+        @classmethod
+        def from_native(cls, native: Any) -> DGemmaSampler:
+            self = cls.__new__(cls)
+            self.__dict__.update(native.__dict__)
+            self._init_dgemma()
+            return self
+
+        def _init_dgemma(self) -> None:
+            st = self.diffusion_states
+            n, cl, dev = st.max_num_reqs, self.canvas_length, st.device
+            self.g_steps = float(st.max_denoising_steps)
+            self.cap = torch.full((n,), self.g_steps, dtype=torch.float32, device=dev)
+            self.width = torch.full((n,), cl, dtype=torch.int64, device=dev)
+            self.bound = torch.full((n,), float(self.entropy_bound), dtype=torch.float32, device=dev)
+            self.tmin = torch.full((n,), float(self.t_min), dtype=torch.float32, device=dev)
+            self.tmax = torch.full((n,), float(self.t_max), dtype=torch.float32, device=dev)
+            self.pin_mask = torch.zeros((n, cl), dtype=torch.bool, device=dev)
+            self.pin_tok = torch.zeros((n, cl), dtype=torch.int64, device=dev)
+            self.pin_active = torch.zeros((n,), dtype=torch.bool, device=dev)
+            self.seed_canvas: dict[int, list[int]] = {}
+            self.seeds: dict[int, int | None] = {}
+            self.width_host = np.full((n,), cl, dtype=np.int64)
+            self.tap: set[int] = set()
+            self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
+            self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
+            self._sock = None
+            if "draft_tap" in feats and tap_addr:
+                import zmq
+
+                self._sock = zmq.Context.instance().socket(zmq.PUSH)
+                self._sock.setsockopt(zmq.SNDHWM, 1000)
+                self._sock.connect(tap_addr)
+
+        # ---------------------------------------------------------------- requests
+        def add_request(self, req_idx: int, prompt_len: int, sampling_params: Any) -> None:
+            super().add_request(req_idx, prompt_len, sampling_params)
+            cl = self.canvas_length
+            extra = (getattr(sampling_params, "extra_args", None) or {}) if "extra_args" in feats else {}
+            tap = "draft_tap" in feats and bool(
+                (getattr(sampling_params, "extra_args", None) or {}).get("dgemma_draft_tap")
+            )
+            width = int(extra.get("diffusion_canvas_length") or cl)
+            if not 1 <= width <= cl:
+                raise ValueError(f"diffusion_canvas_length must be in 1..{cl} (got {width})")
+            self.width[req_idx] = width
+            self.width_host[req_idx] = width
+            self.cap[req_idx] = float(extra.get("diffusion_max_steps") or self.g_steps)
+            self.bound[req_idx] = float(extra.get("dgemma_entropy_bound") or self.entropy_bound)
+            self.tmin[req_idx] = float(extra.get("dgemma_t_min", self.t_min))
+            self.tmax[req_idx] = float(extra.get("dgemma_t_max", self.t_max))
+            seed = extra.get("diffusion_seed_canvas")
+            self.pin_mask[req_idx] = False
+            self.pin_active[req_idx] = False
+            self.seed_canvas.pop(req_idx, None)
+            if seed is not None:
+                ids = [int(t) for t in seed][:cl]
+                self.seed_canvas[req_idx] = ids
+                pins = [int(p) for p in extra.get("diffusion_pinned") or () if 0 <= int(p) < len(ids)]
+                if pins:
+                    tok = torch.zeros(cl, dtype=torch.int64)
+                    tok[: len(ids)] = torch.tensor(ids, dtype=torch.int64)
+                    mask = torch.zeros(cl, dtype=torch.bool)
+                    mask[pins] = True
+                    self.pin_tok[req_idx] = tok.to(self.pin_tok.device)
+                    self.pin_mask[req_idx] = mask.to(self.pin_mask.device)
+                    self.pin_active[req_idx] = True
+            self.seeds[req_idx] = getattr(sampling_params, "seed", None)
+            if tap:
+                self.tap.add(req_idx)
+            else:
+                self.tap.discard(req_idx)
+
+        def _finish_prefills(self, input_batch: Any, prefill_indices_np: np.ndarray) -> None:
+            states = self.diffusion_states
+            done = (
+                input_batch.num_computed_prefill_tokens_np[prefill_indices_np]
+                + input_batch.num_scheduled_tokens[prefill_indices_np]
+                >= input_batch.prefill_len_np[prefill_indices_np]
+            )
+            ps = input_batch.idx_mapping_np[prefill_indices_np[done]]
+            if len(ps) == 0:
+                return
+            states.init_canvas(ps)
+            for slot in ps.tolist():
+                seed = self.seeds.get(slot)
+                if seed is not None:  # a seeded request's first canvas is reproducible too
+                    g = torch.Generator(device=states.device)
+                    g.manual_seed(int(seed))
+                    states.canvas[slot] = torch.randint(
+                        0, self.vocab_size, (self.canvas_length,), generator=g, device=states.device
+                    )
+                ids = self.seed_canvas.get(slot)
+                if ids:
+                    states.canvas[slot, : len(ids)] = torch.tensor(ids, dtype=torch.int64, device=states.device)
+            self.req_states.draft_tokens[ps, : self.canvas_length] = states.canvas[ps]
+            ps_gpu = async_copy_to_gpu(ps.astype(np.int64), device=states.is_encoder_phase.device)
+            states.is_encoder_phase.index_fill_(0, ps_gpu, False)
+
+        # -------------------------------------------------------------------- step
+        def __call__(self, logits: torch.Tensor, input_batch: Any, draft_logits: torch.Tensor | None = None):
+            num_reqs = input_batch.num_reqs
+            if input_batch.num_draft_tokens == 0:
+                return self._handle_prefill(input_batch, logits.device)
+            slots_np = input_batch.idx_mapping_np[:num_reqs]
+            if self.tp_size > 1 or self.sampling_states.max_num_logprobs(slots_np) >= 0:
+                # logprobs and tensor parallelism stay on vLLM's own path
+                self.stats["fallback"] += 1
+                return super().__call__(logits, input_batch, draft_logits)
+            return self._step(logits, input_batch)
+
+        def _step(self, logits: torch.Tensor, input_batch: Any):
+            states = self.diffusion_states
+            cl = self.canvas_length
+            num_reqs = input_batch.num_reqs
+            dev = logits.device
+            slots_np = input_batch.idx_mapping_np[:num_reqs]
+            per_req_nlogits_np = np.diff(input_batch.cu_num_logits_np[: num_reqs + 1])
+            decode_indices_np = np.where(per_req_nlogits_np > 0)[0]
+            prefill_indices_np = np.where(per_req_nlogits_np == 0)[0]
+            if len(prefill_indices_np) > 0:
+                self._finish_prefills(input_batch, prefill_indices_np)
+            sampled = self._sampled[:num_reqs]
+            num_sampled = self._num_sampled[:num_reqs]
+            sampled.zero_()
+            num_sampled.zero_()
+            all_slots = input_batch.idx_mapping[:num_reqs]
+            nd = len(decode_indices_np)
+            if nd == 0:
+                self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
+                return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
+            decode_slots_np = slots_np[decode_indices_np]
+            self._decode_slots.np[:nd] = decode_slots_np
+            self._decode_idx.np[:nd] = decode_indices_np
+            self._decode_slots.copy_to_uva()
+            self._decode_idx.copy_to_uva()
+            slots = self._decode_slots.gpu[:nd]
+            didx = self._decode_idx.gpu[:nd]
+            valid_np = per_req_nlogits_np[decode_indices_np].astype(np.int64)
+            emit_np = np.minimum(valid_np, self.width_host[decode_slots_np])
+            emit = async_copy_to_gpu(emit_np, device=dev)
+
+            is_commit = states.is_encoder_phase[slots]
+            # one small device->host read decides whether this step needs the sampler at all
+            commit_host = is_commit.tolist() if "commit_skip" in feats else [False] * nd
+            random_tokens = torch.randint(0, self.vocab_size, (nd, cl), device=dev, dtype=states.canvas.dtype)
+            self.stats["steps"] += 1
+            if all(commit_host):
+                self.stats["commit_only"] += 1
+                sampled[didx] = states.argmax_canvas[slots, :cl].to(sampled.dtype)
+                num_sampled[didx] = emit.to(num_sampled.dtype)
+                states.step[slots] = 0
+                states.accepted_canvas_history_len[slots] = 0
+                states.canvas[slots] = random_tokens
+                states.is_encoder_phase[slots] = False
+                states.self_conditioning_embeds[slots] = 0
+                self.pin_active[slots] = False
+                self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
+                return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
+
+            # pad a canvas truncated near max_model_len back to CL (as vLLM does)
+            if valid_np.min() < cl:
+                vt = async_copy_to_gpu(valid_np, device=dev)
+                ar = torch.arange(cl, device=dev)
+                starts = vt.cumsum(0) - vt
+                ok = ar[None, :] < vt[:, None]
+                src = (starts[:, None] + ar[None, :]).clamp_max(logits.shape[0] - 1)
+                logits = logits[src.reshape(-1)] * ok.reshape(-1, 1).to(logits.dtype)
+            logits = logits[: nd * cl]
+            is_denoise = ~is_commit
+            step_f = states.step[slots].float()
+            cap = self.cap[slots]
+            remaining = (cap - step_f).clamp(min=1.0)
+            tmin, tmax = self.tmin[slots], self.tmax[slots]
+            temp = (tmin + (tmax - tmin) * (remaining / cap)).clamp(min=1e-10)
+            pos = torch.arange(cl, device=dev, dtype=torch.int64)
+            # per-row Philox seeds: seeded requests get (seed, step, position) streams, the rest fresh random ones
+            base = torch.randint(0, 2**31 - 1, (nd, 1), device=dev, dtype=torch.int64)
+            seeded = [(i, s) for i, s in enumerate(decode_slots_np.tolist()) if self.seeds.get(s) is not None]
+            for i, s in seeded:
+                base[i, 0] = int(self.seeds[s]) % 2_147_483_647
+            row_seeds = _mix_seed(base, states.step[slots].to(torch.int64)[:, None], pos[None, :])
+            for i, s in seeded:
+                g = torch.Generator(device=dev)
+                g.manual_seed(int(self.seeds[s]) * 7_919 + int(states.step[s].item()))
+                random_tokens[i] = torch.randint(0, self.vocab_size, (cl,), generator=g, device=dev)
+            pinned = (self.pin_mask[slots] & self.pin_active[slots, None]).reshape(-1)
+            width = self.width[slots]
+            out = denoise_step(
+                logits,
+                temp.repeat_interleave(cl),
+                renoise_tokens=random_tokens.reshape(-1),
+                seed=row_seeds.reshape(-1).to(torch.int32),
+                entropy_bound=self.bound[slots],
+                segments=torch.arange(0, (nd + 1) * cl, cl, device=dev, dtype=torch.int32),
+                pinned=pinned,
+                pinned_tokens=self.pin_tok[slots].reshape(-1),
+                probs_dtype=self.embed_weight.dtype,
+                widths=width,
+                impl="triton",
+            )
+            argmax_tokens = out.argmax.view(nd, cl)
+            denoise_canvas = out.next_canvas.view(nd, cl)
+            in_width = pos[None, :] < width[:, None]
+            ent = out.entropy.view(nd, cl)
+            mean_entropy = (ent * in_width).sum(-1) / in_width.sum(-1)
+            states.confident[slots] = mean_entropy < self.confidence_threshold
+
+            new_step = torch.where(is_denoise, (step_f + 1).to(states.step.dtype), states.step.new_zeros(nd))
+            states.step[slots] = new_step
+            states.canvas[slots] = torch.where(is_commit[:, None], random_tokens, denoise_canvas)
+            # stability over the request's own width only (positions past it are never emitted)
+            hist_tokens = torch.where(in_width, argmax_tokens, 0)
+            st_n = states.stability_threshold
+            hist_len = states.accepted_canvas_history_len[slots]
+            write_pos = hist_len % st_n
+            for i in range(st_n):
+                here = ((write_pos == i) & is_denoise)[:, None]
+                states.accepted_canvas_history[slots, i] = torch.where(
+                    here, hist_tokens, states.accepted_canvas_history[slots, i]
+                )
+            states.argmax_canvas[slots] = torch.where(is_denoise[:, None], argmax_tokens, states.argmax_canvas[slots])
+            new_hist_len = torch.where(is_denoise, hist_len + 1, hist_len.new_zeros(nd))
+            states.accepted_canvas_history_len[slots] = new_hist_len
+            sampled[didx] = states.argmax_canvas[slots].to(sampled.dtype) * is_commit[:, None].to(sampled.dtype)
+            num_sampled[didx] = is_commit.to(num_sampled.dtype) * emit.to(num_sampled.dtype)
+            ref = states.accepted_canvas_history[slots, 0]
+            mismatch = torch.zeros(nd, device=dev, dtype=torch.int32)
+            for h in range(1, st_n):
+                mismatch = mismatch + (ref != states.accepted_canvas_history[slots, h]).sum(dim=-1).int()
+            converged = ((mismatch == 0) & states.confident[slots] & (new_hist_len >= st_n)) | (new_step.float() >= cap)
+            states.is_encoder_phase[slots] = torch.where(is_commit, is_commit.new_zeros(nd), converged)
+            self.pin_active[slots] &= ~is_commit
+            keep = (is_denoise & ~states.is_encoder_phase[slots])[:, None, None]
+            probs = out.probs.view(nd, cl, -1)
+            soft = torch.matmul(probs, self.embed_weight[: probs.shape[-1]]) * self.normalizer
+            states.self_conditioning_embeds[slots] = soft.float() * keep
+            newly = (converged & is_denoise)[:, None]
+            states.canvas[slots] = torch.where(newly, states.argmax_canvas[slots], states.canvas[slots])
+            self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
+            if self._sock is not None and self.tap:
+                self._push_drafts(input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise)
+            return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
+
+        def _push_drafts(self, input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise):
+            rows = [i for i, s in enumerate(decode_slots_np.tolist()) if s in self.tap]
+            if not rows:
+                return
+            idx = torch.tensor(rows, device=argmax_tokens.device)
+            toks = argmax_tokens[idx].to(torch.int32).cpu().numpy()
+            steps = new_step[idx].cpu().tolist()
+            den = is_denoise[idx].cpu().tolist()
+            for j, i in enumerate(rows):
+                if not den[j]:
+                    continue
+                slot = int(decode_slots_np[i])
+                rid = input_batch.req_ids[int(decode_indices_np[i])]
+                w = int(self.width_host[slot])
+                try:
+                    import zmq
+
+                    self._sock.send_multipart(
+                        [rid.encode(), str(steps[j]).encode(), toks[j, :w].tobytes()], zmq.NOBLOCK
+                    )
+                except Exception:  # a full or closed tap must never stall the engine
+                    pass
+
+    class DGemmaModelState(dg.DiffusionGemmaModelState):
+        def custom_sampler(self, sampler: Any) -> tuple[Any, Any] | None:
+            native, rejection = super().custom_sampler(sampler)
+            log.info("dgemma_lsp plugin: DiffusionGemma sampler with Triton kernels (features: %s)", sorted(feats))
+            return DGemmaSampler.from_native(native), rejection
+
+    class DGemmaLspForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
+        @staticmethod
+        def get_model_state_cls():
+            return DGemmaModelState
+
+    return {
+        "DGemmaSampler": DGemmaSampler,
+        "DGemmaModelState": DGemmaModelState,
+        "DGemmaLspForConditionalGeneration": DGemmaLspForConditionalGeneration,
+    }

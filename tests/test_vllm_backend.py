@@ -1,0 +1,151 @@
+"""CPU-side checks of the vllm backend and plugin: registration, feature detection, the max_num_seqs guard, and
+how a CanvasRequest maps onto vLLM's SamplingParams (no vLLM needed; the engine itself runs in tests/gpu/)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from dgemma_lsp.backend.contract import BackendError, BackendUnavailable, CanvasRequest
+from dgemma_lsp.backend.vllm_backend import (
+    VLLMBackend,
+    VLLMFeatures,
+    check_max_num_seqs,
+    detect_features,
+    map_request,
+)
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, enabled_features, register
+from dgemma_lsp.config import Settings
+
+try:
+    import vllm  # noqa: F401
+
+    HAVE_VLLM = True
+except ImportError:
+    HAVE_VLLM = False
+
+OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
+OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
+NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
+
+
+def test_plugin_entry_point_is_declared_and_import_safe() -> None:
+    eps = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "dgemma_lsp"]
+    assert eps, "pyproject must declare the dgemma_lsp vllm.general_plugins entry point"
+    fn = eps[0].load()
+    assert fn is register
+    register()  # without vLLM (or with it) this never raises
+
+
+def test_plugin_features_are_switchable_by_environment() -> None:
+    assert enabled_features({}) == ALL_FEATURES
+    assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == frozenset()
+    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,draft_tap"}) == {"sampler", "draft_tap"}
+    # the per-request pieces live in our sampler: without it they are off
+    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "moe_config,draft_tap"}) == {"moe_config"}
+    with pytest.raises(ValueError, match="unknown dgemma plugin feature"):
+        enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "turbo"})
+
+
+def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN", raising=False)
+    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN_FEATURES", raising=False)
+    old = detect_features("0.26.0")
+    assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
+    new = detect_features("0.32.1")
+    assert new.native_extra_args and new.per_request
+    assert "extra_args" not in new.plugin_features  # native vLLM does it: our copy stays off
+    off = detect_features("0.26.0", plugin_enabled=False)
+    assert not off.per_request and not off.drafts
+
+
+@pytest.mark.parametrize("n", [5, 8, 64])
+def test_max_num_seqs_above_four_is_refused_with_a_clear_error(n: int) -> None:
+    with pytest.raises(BackendError, match=r"max_num_seqs=\d+ is refused.*above 4"):
+        check_max_num_seqs(n)
+    with pytest.raises(BackendError, match="refused"):
+        VLLMBackend("some/model", max_num_seqs=n)
+    assert check_max_num_seqs(4) == 4
+
+
+def test_engine_arguments_are_the_vendor_settings() -> None:
+    s, _ = Settings().merged({"backend": "vllm", "model": "google/diffusiongemma-26B-A4B-it-FP8"})
+    b = VLLMBackend.from_settings(s)
+    kw = b.engine_kwargs()
+    assert kw["model"] == "google/diffusiongemma-26B-A4B-it-FP8"
+    assert kw["diffusion_config"] == {"canvas_length": 256}
+    assert kw["attention_backend"] == "TRITON_ATTN"
+    assert kw["generation_config"] == "vllm"
+    assert kw["language_model_only"] is True
+    assert kw["max_num_seqs"] == 4 and kw["enable_prefix_caching"] is True
+    assert kw["gpu_memory_utilization"] == s.vllm_gpu_memory_utilization
+    assert kw["max_model_len"] == s.vllm_max_model_len
+
+
+def test_request_mapping_on_old_vllm_with_plugin() -> None:
+    req = CanvasRequest(
+        prompt_ids=[2, 5, 6],
+        canvas_length=32,
+        max_denoising_steps=8,
+        seed_canvas=[10, 11, 12],
+        pinned=[0, 2, 31],
+        rng_seed=7,
+        entropy_bound=0.2,
+    )
+    m = map_request(req, prompt_ids=[2, 5, 6], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000, features=OLD)
+    extra = m.sampling["extra_args"]
+    assert m.canvas_width == 32 and m.sampling["max_tokens"] == 32
+    assert m.sampling["detokenize"] is False  # decoding happens in the backend, once per canvas
+    assert extra["diffusion_canvas_length"] == 32 and extra["diffusion_max_steps"] == 8
+    seed = extra["diffusion_seed_canvas"]
+    assert len(seed) == 32 and seed[:3] == [10, 11, 12] and all(0 <= t < 1000 for t in seed)
+    again = map_request(req, prompt_ids=[2], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000, features=OLD)
+    assert again.sampling["extra_args"]["diffusion_seed_canvas"] == seed  # noise padding follows rng_seed
+    assert extra["diffusion_pinned"] == [0, 2, 31]
+    assert extra["dgemma_entropy_bound"] == 0.2 and extra["dgemma_draft_tap"] is True
+    assert m.sampling["seed"] == 7 and not m.unsupported
+
+
+def test_request_mapping_on_new_vllm_uses_the_same_names() -> None:
+    req = CanvasRequest(prompt_ids=[1], canvas_length=64, seed_canvas=list(range(100)), pinned=[1])
+    m = map_request(req, prompt_ids=[1], seed_ids=list(range(100)), engine_canvas=256, vocab_size=500, features=NEW)
+    extra = m.sampling["extra_args"]
+    assert extra["diffusion_seed_canvas"] == list(range(64))  # cut to the canvas
+    assert extra["diffusion_pinned"] == [1] and extra["diffusion_canvas_length"] == 64
+    assert not any(k.startswith("dgemma_") for k in extra)  # ours only reach a plugin engine
+
+
+def test_request_mapping_without_per_request_support() -> None:
+    req = CanvasRequest(prompt_ids=[1], canvas_length=32, entropy_bound=0.3)
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+    assert m.sampling["extra_args"] is None
+    assert set(m.unsupported) == {"canvas_length", "max_denoising_steps", "entropy_bound"}
+    pinned = CanvasRequest(prompt_ids=[1], seed_canvas=[3], pinned=[0])
+    with pytest.raises(BackendError, match="vLLM >= 0.32 or the dgemma vLLM plugin"):
+        map_request(pinned, prompt_ids=[1], seed_ids=[3], engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+
+
+def test_long_requests_run_several_engine_canvases() -> None:
+    req = CanvasRequest(prompt_ids=[1], canvas_length=512, max_new_tokens=600)
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD)
+    assert m.canvas_width == 256 and m.sampling["max_tokens"] == 600
+    assert "diffusion_canvas_length" not in (m.sampling["extra_args"] or {})
+
+
+def test_registry_creates_the_backend_lazily() -> None:
+    from dgemma_lsp.backend.registry import create_backend
+
+    s, _ = Settings().merged({"backend": "vllm"})
+    b = create_backend(s)
+    assert isinstance(b, VLLMBackend) and b.tokenizer is None
+    assert not b.info().ready
+    assert b.count_tokens("def f(x):\n    return x") > 0  # an estimate before the engine exists
+
+
+@pytest.mark.skipif(HAVE_VLLM, reason="checks the message shown where vLLM is not installed")
+async def test_start_without_vllm_says_how_to_install() -> None:
+    b = VLLMBackend("some/model")
+    with pytest.raises(BackendUnavailable, match=r"pip install 'dgemma-lsp\[vllm\]'"):
+        await b.start()
+    await b.aclose()
