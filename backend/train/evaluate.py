@@ -58,8 +58,15 @@ def eval_docs(pack: str | None, n_python: int) -> dict[str, list[sources.Doc]]:
 
 def repair_request(messages: list, broken_tokens: int, *, seed: int) -> CanvasRequest:
     """One repair generation: canvases of 64 tokens, enough of them for the document plus its fix."""
-    return CanvasRequest(messages=messages, canvas_length=64, max_new_tokens=64 * (1 + (broken_tokens + 40) // 64),
-                         max_denoising_steps=16, rng_seed=seed, want_drafts=False, tag="eval:repair")
+    return CanvasRequest(
+        messages=messages,
+        canvas_length=64,
+        max_new_tokens=64 * (1 + (broken_tokens + 40) // 64),
+        max_denoising_steps=16,
+        rng_seed=seed,
+        want_drafts=False,
+        tag="eval:repair",
+    )
 
 
 def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
@@ -78,8 +85,11 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
         start, end, kind = picked
         text = doc.text[:start] + doc.text[end:]
         t0 = time.perf_counter()
-        res = asyncio.run(infill(backend, text, start, language_id=lang, path=doc.relpath.split("/", 1)[-1],
-                                 settings=settings, seed=0))
+        res = asyncio.run(
+            infill(
+                backend, text, start, language_id=lang, path=doc.relpath.split("/", 1)[-1], settings=settings, seed=0
+            )
+        )
         dt = time.perf_counter() - t0
         middle = doc.text[start:end]
         expected = middle.split("\n", 1)[0] if res.plan.mode == "single" else middle
@@ -90,8 +100,20 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
             got = got[: len(got) - len(closers)]
         exact = got.rstrip() == expected.rstrip() and bool(expected.strip())
         prefix = bool(got.strip()) and expected.startswith(got.rstrip())
-        rows.append(dict(lang=lang, cut=kind, mode=res.plan.mode, exact=exact, prefix=prefix, empty=not got.strip(),
-                         expected=expected, got=got, seconds=dt, path=doc.relpath))
+        rows.append(
+            dict(
+                lang=lang,
+                cut=kind,
+                mode=res.plan.mode,
+                exact=exact,
+                prefix=prefix,
+                empty=not got.strip(),
+                expected=expected,
+                got=got,
+                seconds=dt,
+                path=doc.relpath,
+            )
+        )
     return summarize(rows, ["lang", "mode"], ["exact", "prefix", "empty"]) | {"samples": rows[:40]}
 
 
@@ -116,8 +138,18 @@ def run_json(backend: Any, docs: dict[str, list[sources.Doc]], n: int) -> dict[s
             except ValueError:
                 valid, value = False, None
             preserved = valid and value == json.loads(ex.target)
-            rows.append(dict(kind=kind, valid=valid, preserved=preserved, exact=out == ex.target.strip(),
-                             broken=broken, expected=ex.target, got=out, seconds=done.stats.wall_s))
+            rows.append(
+                dict(
+                    kind=kind,
+                    valid=valid,
+                    preserved=preserved,
+                    exact=out == ex.target.strip(),
+                    broken=broken,
+                    expected=ex.target,
+                    got=out,
+                    seconds=done.stats.wall_s,
+                )
+            )
     return summarize(rows, ["kind"], ["valid", "preserved", "exact"]) | {"samples": rows[:30]}
 
 
@@ -141,8 +173,17 @@ def run_tables(backend: Any, n: int) -> dict[str, Any]:
         req = repair_request(ex.messages, backend.count_tokens(ex.meta["broken"]), seed=len(rows))
         done = asyncio.run(collect(backend.generate(req)))
         out = done.text.strip()
-        rows.append(dict(kind=ex.meta["breakage"], exact=out == ex.target.strip(), structural=table_ok(out),
-                         broken=ex.meta["broken"], expected=ex.target, got=out, seconds=done.stats.wall_s))
+        rows.append(
+            dict(
+                kind=ex.meta["breakage"],
+                exact=out == ex.target.strip(),
+                structural=table_ok(out),
+                broken=ex.meta["broken"],
+                expected=ex.target,
+                got=out,
+                seconds=done.stats.wall_s,
+            )
+        )
     return summarize(rows, [], ["exact", "structural"]) | {"samples": rows[:20]}
 
 
@@ -156,12 +197,21 @@ def run_latency(backend: Any, repeats: int = 7) -> dict[str, Any]:
     for steps in (8, 16):
         times = []
         for i in range(repeats):
-            req = CanvasRequest(messages=msgs, canvas_length=32, max_new_tokens=32, max_denoising_steps=steps,
-                                rng_seed=i, want_drafts=False)
+            req = CanvasRequest(
+                messages=msgs,
+                canvas_length=32,
+                max_new_tokens=32,
+                max_denoising_steps=steps,
+                rng_seed=i,
+                want_drafts=False,
+            )
             done = asyncio.run(collect(backend.generate(req)))
             times.append(done.stats.wall_s)
-        out[f"steps_{steps}"] = {"median_s": statistics.median(times[1:]), "min_s": min(times[1:]),
-                                 "steps_run": done.stats.steps_per_canvas}
+        out[f"steps_{steps}"] = {
+            "median_s": statistics.median(times[1:]),
+            "min_s": min(times[1:]),
+            "steps_run": done.stats.steps_per_canvas,
+        }
     out["prompt_tokens"] = len(backend.prompt_ids(req))
     return out
 

@@ -145,13 +145,23 @@ def infill_example(doc: Doc, rng: random.Random, count_tokens: CountTokens) -> E
         return None
     start, end, kind = picked
     messages, target, plan = build_infill_example(
-        doc.text, start, end, language_id=doc.language_id, path=doc.relpath.split("/", 1)[-1],
-        count_tokens=count_tokens, settings=infill_settings(rng),
+        doc.text,
+        start,
+        end,
+        language_id=doc.language_id,
+        path=doc.relpath.split("/", 1)[-1],
+        count_tokens=count_tokens,
+        settings=infill_settings(rng),
     )
     if not target.strip() and kind != "multi":
         return None
-    return Example(messages, target, f"infill-{doc.language_id}", {"cut": kind, "plan": plan.mode, "path": doc.relpath},
-                   canvas=plan.canvas_length)
+    return Example(
+        messages,
+        target,
+        f"infill-{doc.language_id}",
+        {"cut": kind, "plan": plan.mode, "path": doc.relpath},
+        canvas=plan.canvas_length,
+    )
 
 
 # --- synthetic JSON ------------------------------------------------------------------------------------
@@ -176,8 +186,13 @@ def _rand_scalar(rng: random.Random) -> Any:
     r = rng.random()
     if r < 0.35:
         return rng.choice(
-            [_rand_word(rng), " ".join(_rand_word(rng) for _ in range(rng.randint(2, 4))), f"v{rng.randint(0, 9)}.{rng.randint(0, 20)}",
-             f"https://example.com/{_rand_word(rng)}", "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 8)))]
+            [
+                _rand_word(rng),
+                " ".join(_rand_word(rng) for _ in range(rng.randint(2, 4))),
+                f"v{rng.randint(0, 9)}.{rng.randint(0, 20)}",
+                f"https://example.com/{_rand_word(rng)}",
+                "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 8))),
+            ]
         )
     if r < 0.6:
         return rng.randint(-5, 5000) if rng.random() < 0.8 else rng.randint(0, 10**7)
@@ -201,7 +216,10 @@ def rand_json(rng: random.Random, depth: int = 0, budget: list[int] | None = Non
         return obj
     if r < 0.8:
         budget[0] -= 1
-        return [_rand_scalar(rng) if rng.random() < 0.7 else rand_json(rng, depth + 1, budget) for _ in range(rng.randint(1, 4))]
+        return [
+            _rand_scalar(rng) if rng.random() < 0.7 else rand_json(rng, depth + 1, budget)
+            for _ in range(rng.randint(1, 4))
+        ]
     return _rand_scalar(rng)
 
 
@@ -407,8 +425,9 @@ def _prev_tok(toks: list[tuple[str, int, int]], t: tuple[str, int, int]) -> tupl
     return toks[i - 1] if i > 0 else ("", 0, 0)
 
 
-def json_repair_example(rng: random.Random, real: list[Doc] | None = None, kind: str | None = None,
-                        tokenizer: Any = None) -> Example | None:
+def json_repair_example(
+    rng: random.Random, real: list[Doc] | None = None, kind: str | None = None, tokenizer: Any = None
+) -> Example | None:
     """A broken JSON document and its fix, rendered with the repair prompt."""
     if real and rng.random() < 0.3:
         doc = rng.choice(real)
@@ -510,7 +529,9 @@ def md_table_example(rng: random.Random, tokenizer: Any = None) -> Example | Non
         return None
     lead = ""
     if rng.random() < 0.4:
-        lead = rng.choice(["## " + _rand_word(rng).capitalize() + "\n\n", "Results:\n\n", "The " + _rand_word(rng) + " table:\n\n"])
+        lead = rng.choice(
+            ["## " + _rand_word(rng).capitalize() + "\n\n", "Results:\n\n", "The " + _rand_word(rng) + " table:\n\n"]
+        )
     ex = serving_repair_example(lead + broken, lead + fixed, "markdown", rng, tokenizer)
     if ex is None:
         return None
@@ -601,8 +622,14 @@ MIXTURE = {
 class ExampleStream:
     """Endless seeded examples drawn from ``MIXTURE`` over a document pool."""
 
-    def __init__(self, docs: dict[str, list[Doc]], count_tokens: CountTokens, seed: int,
-                 mixture: dict[str, float] | None = None, tokenizer: Any = None) -> None:
+    def __init__(
+        self,
+        docs: dict[str, list[Doc]],
+        count_tokens: CountTokens,
+        seed: int,
+        mixture: dict[str, float] | None = None,
+        tokenizer: Any = None,
+    ) -> None:
         self.docs = docs
         self.tokenizer = tokenizer
         self.count_tokens = count_tokens

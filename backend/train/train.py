@@ -34,12 +34,35 @@ from pathlib import Path
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # ~7 M parameters (~14 MB in bf16): 6 layers (sliding, sliding, full) x 2, 4 experts top-2.
-    "small": dict(hidden=256, layers=6, heads=4, kv_heads=1, head_dim=64, global_head_dim=64, experts=4, top_k=2,
-                  moe_intermediate=256, intermediate=512, sliding_window=1024),
+    # ~6 M parameters (~12 MB in bf16): 5 layers (sliding, sliding, full, sliding, full), 4 experts top-2.
+    # Sized for CPU latency: per-step cost on a laptop is dominated by per-layer overhead, so few layers.
+    "small": dict(
+        hidden=256,
+        layers=5,
+        heads=4,
+        kv_heads=1,
+        head_dim=64,
+        global_head_dim=64,
+        experts=4,
+        top_k=2,
+        moe_intermediate=128,
+        intermediate=512,
+        sliding_window=1024,
+    ),
     # For CPU smoke runs of the training loop itself.
-    "smoke": dict(hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32, global_head_dim=32, experts=4, top_k=2,
-                  moe_intermediate=64, intermediate=128, sliding_window=1024),
+    "smoke": dict(
+        hidden=64,
+        layers=2,
+        heads=2,
+        kv_heads=1,
+        head_dim=32,
+        global_head_dim=32,
+        experts=4,
+        top_k=2,
+        moe_intermediate=64,
+        intermediate=128,
+        sliding_window=1024,
+    ),
 }
 MAX_PROMPT = 768  # < sliding_window - 1, so the decoder sees the whole prompt in every layer during training
 EOT = "<end_of_turn>"
@@ -53,18 +76,43 @@ def make_config(vocab_size: int, preset: str = "small", canvas_length: int = 32)
     layer_types = [pattern[i % 3] for i in range(p["layers"])]
     layer_types[-1] = "full_attention"
     text_config = dict(
-        vocab_size=vocab_size, hidden_size=p["hidden"], intermediate_size=p["intermediate"],
-        num_hidden_layers=p["layers"], num_attention_heads=p["heads"], num_key_value_heads=p["kv_heads"],
-        num_global_key_value_heads=p["kv_heads"], head_dim=p["head_dim"], global_head_dim=p["global_head_dim"],
-        num_experts=p["experts"], top_k_experts=p["top_k"], moe_intermediate_size=p["moe_intermediate"],
-        sliding_window=p["sliding_window"], layer_types=layer_types, max_position_embeddings=8192,
-        pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        vocab_size=vocab_size,
+        hidden_size=p["hidden"],
+        intermediate_size=p["intermediate"],
+        num_hidden_layers=p["layers"],
+        num_attention_heads=p["heads"],
+        num_key_value_heads=p["kv_heads"],
+        num_global_key_value_heads=p["kv_heads"],
+        head_dim=p["head_dim"],
+        global_head_dim=p["global_head_dim"],
+        num_experts=p["experts"],
+        top_k_experts=p["top_k"],
+        moe_intermediate_size=p["moe_intermediate"],
+        sliding_window=p["sliding_window"],
+        layer_types=layer_types,
+        max_position_embeddings=8192,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
     )
     # The vision tower is part of the architecture; keep it minimal (it is never used for text).
-    vision_config = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, head_dim=16)
-    return DiffusionGemmaConfig(text_config=text_config, vision_config=vision_config, canvas_length=canvas_length,
-                                boi_token_id=4, eoi_token_id=4, image_token_id=4)
+    vision_config = dict(
+        model_type="gemma4_vision",
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
+    return DiffusionGemmaConfig(
+        text_config=text_config,
+        vision_config=vision_config,
+        canvas_length=canvas_length,
+        boi_token_id=4,
+        eoi_token_id=4,
+        image_token_id=4,
+    )
 
 
 # --- data workers ----------------------------------------------------------------------------------------
@@ -81,7 +129,8 @@ def _worker_init(pack: str, tok_dir: str, python_files: int, split: str) -> None
     from . import sources, tasks
 
     tok = AutoTokenizer.from_pretrained(tok_dir)
-    docs: dict[str, list] = {"python": list(sources.iter_python(split, python_files))}
+    # Each worker reads its own hash-ordered slice of the Python files (salted by pid): together they cover more.
+    docs: dict[str, list] = {"python": list(sources.iter_python(split, python_files, salt=str(os.getpid())))}
     if pack and os.path.exists(pack):
         for d in sources.load_pack(pack, split):
             docs.setdefault(d.language_id, []).append(d)
@@ -95,8 +144,9 @@ def encode_examples(tok: Any, examples: list, eot: int, eos: int) -> list[Item]:
     """Token ids through the checkpoint's chat template: (prompt, reply + <end_of_turn> <eos>, group, canvas
     width the server would use, seed canvas ids or None)."""
     prompts = [
-        tok.apply_chat_template([{"role": m.role, "content": m.content} for m in ex.messages],
-                                tokenize=False, add_generation_prompt=True)
+        tok.apply_chat_template(
+            [{"role": m.role, "content": m.content} for m in ex.messages], tokenize=False, add_generation_prompt=True
+        )
         for ex in examples
     ]
     p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
@@ -113,8 +163,9 @@ def encode_examples(tok: Any, examples: list, eot: int, eos: int) -> list[Item]:
 
 def _make_chunk(seed: int, n: int = 64) -> list[Item]:
     tok = _W["tok"]
-    stream = _W["tasks"].ExampleStream(_W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed,
-                                       tokenizer=tok)
+    stream = _W["tasks"].ExampleStream(
+        _W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed, tokenizer=tok
+    )
     exs = [stream.one() for _ in range(n)]
     return encode_examples(tok, exs, _W["eot"], _W["eos"])
 
@@ -207,8 +258,15 @@ def softcap_logits(model: Any, hidden: Any) -> Any:
     return torch.tanh(logits / cap) * cap if cap else logits
 
 
-def loss_on_batch(model: Any, tb: dict[str, Any], gen: Any, *, sc_prob: float, ar_weight: float,
-                  t_range: tuple[float, float] = (0.4, 0.8)) -> tuple[Any, dict[str, float]]:
+def loss_on_batch(
+    model: Any,
+    tb: dict[str, Any],
+    gen: Any,
+    *,
+    sc_prob: float,
+    ar_weight: float,
+    t_range: tuple[float, float] = (0.4, 0.8),
+) -> tuple[Any, dict[str, float]]:
     """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning)."""
     import torch
     from transformers import DynamicCache
@@ -218,8 +276,9 @@ def loss_on_batch(model: Any, tb: dict[str, Any], gen: Any, *, sc_prob: float, a
     B, C = targets.shape
     dev = ids.device
     cache = DynamicCache(config=model.config.get_text_config())
-    enc = model.model.encoder(input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"],
-                              past_key_values=cache)
+    enc = model.model.encoder(
+        input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"], past_key_values=cache
+    )
     cache = _cache_of(enc)
     stats: dict[str, float] = {}
     loss = torch.zeros((), device=dev)
@@ -259,7 +318,9 @@ def loss_on_batch(model: Any, tb: dict[str, Any], gen: Any, *, sc_prob: float, a
     return loss, stats
 
 
-def save_checkpoint(model: Any, tok: Any, out: Path, gen_defaults: dict[str, Any], meta: dict[str, Any]) -> None:
+def save_checkpoint(
+    model: Any, tok: Any, out: Path, gen_defaults: dict[str, Any], meta: dict[str, Any], *, with_tokenizer: bool = True
+) -> None:
     """Save in bf16 (the shipped size) with tokenizer, chat template and generation defaults."""
     import copy
 
@@ -269,13 +330,23 @@ def save_checkpoint(model: Any, tok: Any, out: Path, gen_defaults: dict[str, Any
     m = copy.deepcopy(model).to("cpu", dtype=torch.bfloat16)
     m.generation_config.update(**gen_defaults)
     m.save_pretrained(out)
-    tok.save_pretrained(out)
+    if with_tokenizer:
+        tok.save_pretrained(out)
     (out / "training.json").write_text(json.dumps(meta, indent=1))
     del m
 
 
-GEN_DEFAULTS = dict(max_new_tokens=32, max_denoising_steps=16, t_min=0.4, t_max=0.8, stability_threshold=1,
-                    confidence_threshold=0.005, pad_token_id=0, eos_token_id=[1, 6], bos_token_id=2)
+GEN_DEFAULTS = dict(
+    max_new_tokens=32,
+    max_denoising_steps=16,
+    t_min=0.4,
+    t_max=0.8,
+    stability_threshold=1,
+    confidence_threshold=0.005,
+    pad_token_id=0,
+    eos_token_id=[1, 6],
+    bos_token_id=2,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -285,13 +356,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pack", default=".train_data/pack.jsonl.gz")
     ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
     ap.add_argument("--minutes", type=float, default=7.0, help="wall-clock training budget (schedule follows it)")
-    ap.add_argument("--tokens-per-batch", type=int, default=96_000, help="padded prompt tokens per batch")
-    ap.add_argument("--max-batch", type=int, default=512)
+    ap.add_argument("--tokens-per-batch", type=int, default=64_000, help="padded prompt tokens per batch")
+    ap.add_argument("--max-batch", type=int, default=384)
     ap.add_argument("--mix-single", type=float, default=0.45, help="share of batches of single-line infill")
     ap.add_argument("--mix-multi", type=float, default=0.2, help="share of batches of multi-line infill")
     ap.add_argument("--mix-repair", type=float, default=0.35, help="share of batches of repair")
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--sc-prob", type=float, default=0.5)
     ap.add_argument("--ar-weight", type=float, default=0.25)
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -300,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
     ap.add_argument("--log", default="")
+    ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
     a = ap.parse_args(argv)
 
     # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
@@ -329,8 +401,13 @@ def main(argv: list[str] | None = None) -> None:
     say(f"params {n_params / 1e6:.2f} M, device {a.device}, workers {a.workers}")
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.98), eps=1e-8, fused=a.device.startswith("cuda"))
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=a.lr,
+        betas=(0.9, 0.98),
+        eps=1e-8,
+        fused=a.device.startswith("cuda"),
+    )
     gen = torch.Generator(device=a.device)
     gen.manual_seed(a.seed)
     pool_items: deque = deque(maxlen=20000)  # recent examples, reused when the workers fall behind
@@ -359,8 +436,11 @@ def main(argv: list[str] | None = None) -> None:
             seen += len(got)
         del fresh[: max(0, len(fresh) - a.max_batch * 4)]  # keep the freshest when the trainer falls behind
         # Sample a batch of one group (single / multi / repair), length-homogeneous.
-        cands = fresh[: a.max_batch * 3] if len(fresh) >= a.max_batch else fresh + rng.sample(
-            list(pool_items), min(len(pool_items), a.max_batch * 3 - len(fresh)))
+        cands = (
+            fresh[: a.max_batch * 3]
+            if len(fresh) >= a.max_batch
+            else fresh + rng.sample(list(pool_items), min(len(pool_items), a.max_batch * 3 - len(fresh)))
+        )
         used_fresh = min(len(fresh), a.max_batch * 3)
         reused += max(0, len(cands) - used_fresh)
         group = rng.choices(["single", "multi", "repair"], [a.mix_single, a.mix_multi, a.mix_repair])[0]
@@ -392,15 +472,18 @@ def main(argv: list[str] | None = None) -> None:
         for k, v in st.items():
             ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
         if step % 25 == 0 or step <= 3:
-            say(f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
-                + " ".join(f"{k}={v:.3f}" for k, v in ema.items()) + f" gn={float(gn):.2f} seen={seen} reused={reused}")
+            say(
+                f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
+                + " ".join(f"{k}={v:.3f}" for k, v in ema.items())
+                + f" gn={float(gn):.2f} seen={seen} reused={reused} s/step={(time.time() - t0) / step:.3f}"
+            )
         if time.time() - last_save > a.save_every:
             meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=ema)
-            save_checkpoint(model, tok, out, GEN_DEFAULTS, meta)
+            save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
             last_save = time.time()
             say(f"saved {out}")
     meta.update(step=step, seen=seen, reused=reused, elapsed_s=round(time.time() - t0), ema=ema)
-    save_checkpoint(model, tok, out, GEN_DEFAULTS, meta)
+    save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
     say(f"done: {step} steps, {seen} fresh examples, saved {out}")
     feeder.close()
 
