@@ -174,6 +174,7 @@ class OpenAIBackend:
         self.send_xargs = False
         self.xargs_rejected = False
         self.xargs_native = False
+        self._dropped: set[str] = set()  # optional request fields this server refused (400/422): not sent again
         self.has_tokenize = False
         self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
         self.http_version = ""
@@ -459,10 +460,10 @@ class OpenAIBackend:
 
     async def _xargs(self, req: CanvasRequest, deadline: float, degraded: list[str]) -> dict[str, Any] | None:
         """Map the canvas controls onto vLLM's ``vllm_xargs`` (None when the server does not take them)."""
-        wanted = req.seed_canvas is not None or req.seed_text is not None or bool(req.pinned) or req.read_only
+        wanted = req.seed_canvas is not None or req.seed_text is not None or bool(req.pinned)
         if not self.send_xargs:
             if wanted:
-                degraded.append("seed/pins/read_only ignored: the server takes no vllm_xargs")
+                degraded.append("seed canvas/pins ignored: the server takes no vllm_xargs")
             degraded.append("canvas_length/max_denoising_steps: server defaults")
             return None
         xargs: dict[str, Any] = {
@@ -484,11 +485,15 @@ class OpenAIBackend:
             xargs["diffusion_seed_canvas"] = seed
             if req.pinned:
                 xargs["diffusion_pinned"] = sorted(set(req.pinned))
-        if req.read_only:
-            xargs["diffusion_read_only"] = True
+        # req.read_only is deliberately NOT sent as diffusion_read_only: in vLLM that flag means a one-canvas
+        # structured read (max_tokens capped to one canvas, EOS ignored, so text past the end of turn comes back).
+        # Our read_only means "do not mutate a shared cache", which a vLLM request never does (its prefix cache is
+        # content-addressed), so nothing needs sending.
         return xargs
 
-    def _body(self, req: CanvasRequest, xargs: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    def _body(
+        self, req: CanvasRequest, xargs: dict[str, Any] | None, skip: set[str], degraded: list[str]
+    ) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {"model": self.model, "stream": True, "max_tokens": req.total_new_tokens}
         if req.messages is not None:
             path = "/chat/completions"
@@ -496,11 +501,17 @@ class OpenAIBackend:
         else:
             path = "/completions"
             body["prompt"] = list(req.prompt_ids or [])
-        if req.rng_seed is not None:
-            body["seed"] = req.rng_seed
-        if self.server_kind == "vllm":
+        skip = skip | self._dropped
+        if req.rng_seed is not None and "seed" not in skip:
+            if self.server_kind == "vllm":
+                # vLLM's diffusion sampler refuses a per-request seed (HTTP 400): never send it there.
+                if "rng_seed: vLLM takes no per-request seed for diffusion" not in degraded:
+                    degraded.append("rng_seed: vLLM takes no per-request seed for diffusion")
+            else:
+                body["seed"] = req.rng_seed
+        if self.server_kind == "vllm" and "stream_options" not in skip:
             body["stream_options"] = {"include_usage": True}
-        if xargs:
+        if xargs and "vllm_xargs" not in skip:
             body["vllm_xargs"] = xargs
         return path, body
 
@@ -546,6 +557,38 @@ class OpenAIBackend:
         finally:
             self._sem.release()
 
+    @staticmethod
+    def _refused_fields(status: int, text: str, body: dict[str, Any]) -> set[str]:
+        """Optional fields we sent that a 400/422 answer names (each can be dropped without failing the request)."""
+        if status not in (400, 422):
+            return set()
+        low = text.lower()
+        out = set()
+        if "vllm_xargs" in body and any(k in low for k in ("vllm_xargs", "extra_args", "diffusion_")):
+            out.add("vllm_xargs")
+        if "seed" in body and "seed" in low.replace("diffusion_seed", ""):
+            out.add("seed")
+        if "stream_options" in body and "stream_options" in low:
+            out.add("stream_options")
+        return out
+
+    def _note_refused(self, fields: set[str], text: str, degraded: list[str]) -> None:
+        for f in sorted(fields):
+            log.warning("the server refused %s; continuing without it", f)
+            if f == "vllm_xargs":
+                self.xargs_rejected = True
+                degraded.append(
+                    f"vllm_xargs refused by the server ({self._scrub(text)[:120]}): canvas controls ignored"
+                )
+                if "vllm_xargs" in text:
+                    # a schema refusal naming the field (an older server): every later request would fail the same
+                    # way. A value refusal (vLLM >= 0.32 names the diffusion_* key) concerns this request only.
+                    self.send_xargs = False
+                    self._dropped.add(f)
+            else:
+                degraded.append(f"{f} refused by the server")
+                self._dropped.add(f)
+
     def _deadline_message(self, req: CanvasRequest, t0: float) -> str:
         budget = (req.deadline - t0) if req.deadline is not None else self.request_timeout_s
         budget = min(budget, self.request_timeout_s)
@@ -562,8 +605,9 @@ class OpenAIBackend:
     ) -> AsyncIterator[CanvasEvent]:
         client = self._ensure_client()
         attempt = 0
+        skip: set[str] = set()  # optional fields dropped for this request after the server refused them
         while True:
-            path, body = self._body(req, xargs)
+            path, body = self._body(req, xargs, skip, degraded)
             cm = client.stream("POST", self.base_url + path, json=body, headers=self._auth())
             try:
                 async with asyncio.timeout_at(deadline):
@@ -586,13 +630,11 @@ class OpenAIBackend:
                             text = (await resp.aread()).decode("utf-8", "replace")
                     except (TimeoutError, httpx.HTTPError):
                         text = ""
-                    if xargs and resp.status_code in (400, 422) and "vllm_xargs" in text:
-                        # An older or non-vLLM server refused the extras: nothing ran, so ask again without them.
-                        log.warning("server rejected vllm_xargs; continuing without canvas controls")
-                        self.send_xargs = False
-                        self.xargs_rejected = True
-                        degraded.append("vllm_xargs rejected by the server: canvas controls ignored")
-                        xargs = None
+                    refused = self._refused_fields(resp.status_code, text, body) - skip
+                    if refused:
+                        # The server refused an optional field before running anything: ask again without it.
+                        skip |= refused
+                        self._note_refused(refused, text, degraded)
                         continue
                     err = self._http_error(resp.status_code, text, resp.headers.get("retry-after"))
                     if resp.status_code in (429, 502, 503) and attempt < self.retries:

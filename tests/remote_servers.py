@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dgemma_lsp.backend.fixtures.tiny import build_tokenizer, default_cache_dir
 
-TINY_LLAMA_VERSION = 2
+TINY_LLAMA_VERSION = 3
 # Layers / width chosen so one token costs ~1 ms on a CI core: streams are fast, yet a 4000-token generation runs
 # for seconds, long enough to cancel it in the middle.
 # head_dim 32: vLLM's CPU attention supports 32/64/80/96/112/128/256 only.
@@ -58,12 +58,17 @@ def ensure_tiny_llama(cache_dir: str | Path | None = None) -> Path:
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.bos_token_id,
         eos_token_id=eos,
-        tie_word_embeddings=True,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
-    # Random weights would emit <eos> at random: suppress the special tokens so that a generation runs for exactly
-    # max_tokens and the tests control its length.
+    with torch.no_grad():
+        # Servers that sample (vLLM defaults to temperature 1) must not draw <eos> at random either: spread the
+        # logits (std ~5) and zero the special tokens' rows, so their logit 0 sits ~15 below the best one.
+        model.lm_head.weight.mul_(22.0)
+        model.lm_head.weight[: len(tok.all_special_ids)].zero_()
+    # And for greedy servers (transformers serve): suppress the special tokens, so that a generation runs for
+    # exactly max_tokens and the tests control its length.
     model.generation_config.suppress_tokens = list(tok.all_special_ids)
     model.generation_config.do_sample = False
     tmp = base / f".tiny-llama-{os.getpid()}"
@@ -102,6 +107,7 @@ class ServerProcess:
     startup_timeout: float = 120.0
     port: int = 0
     proc: subprocess.Popen | None = None
+    probe_headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -121,7 +127,8 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}; log:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                probe = urllib.request.Request(self.base_url + "/models", headers=self.probe_headers)
+                with urllib.request.urlopen(probe, timeout=2) as r:
                     if r.status == 200:
                         return self
             except (OSError, urllib.error.URLError):

