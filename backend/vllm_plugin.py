@@ -25,6 +25,8 @@ comma list of the pieces to keep, default all):
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +131,55 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.tap: set[int] = set()
             self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
             self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
+            # Host mirror of is_encoder_phase, refreshed by a non-blocking copy at the end of each step: the next
+            # step reads it without stalling vLLM's async scheduling (the GPU is busy with the next forward).
+            self._phase_np = np.zeros((n,), dtype=bool)
+            self._phase_pinned = torch.zeros((n,), dtype=torch.bool, pin_memory=True)
+            self._phase_evt = torch.cuda.Event() if dev.type == "cuda" else None
+            self._phase_pending = False
             self._sock = None
+            self._tap_q: queue.Queue | None = None
             if "draft_tap" in feats and tap_addr:
                 import zmq
 
                 self._sock = zmq.Context.instance().socket(zmq.PUSH)
                 self._sock.setsockopt(zmq.SNDHWM, 1000)
                 self._sock.connect(tap_addr)
+                self._tap_q = queue.Queue()
+                threading.Thread(target=self._tap_worker, name="dgemma-draft-tap", daemon=True).start()
+
+        def _host_phase(self) -> np.ndarray:
+            if self._phase_pending:
+                if self._phase_evt is not None:
+                    self._phase_evt.synchronize()
+                self._phase_np[:] = self._phase_pinned.numpy()
+                self._phase_pending = False
+            return self._phase_np
+
+        def _publish_phase(self) -> None:
+            self._phase_pinned.copy_(self.diffusion_states.is_encoder_phase, non_blocking=True)
+            if self._phase_evt is not None:
+                self._phase_evt.record()
+            self._phase_pending = True
+
+        def _tap_worker(self) -> None:
+            import zmq
+
+            while True:
+                evt, rids, steps, toks, widths = self._tap_q.get()
+                if evt is not None:
+                    evt.synchronize()  # off the engine thread: the engine never waits for a draft
+                st = steps.tolist()
+                arr = toks.numpy()
+                for j, rid in enumerate(rids):
+                    if st[j] < 0:
+                        continue
+                    try:
+                        self._sock.send_multipart(
+                            [rid.encode(), str(st[j]).encode(), arr[j, : widths[j]].tobytes()], zmq.NOBLOCK
+                        )
+                    except Exception:  # a full or closed tap must never stall the engine
+                        pass
 
         # ---------------------------------------------------------------- requests
         def add_request(self, req_idx: int, prompt_len: int, sampling_params: Any) -> None:
@@ -171,6 +215,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                     self.pin_mask[req_idx] = mask.to(self.pin_mask.device)
                     self.pin_active[req_idx] = True
             self.seeds[req_idx] = getattr(sampling_params, "seed", None)
+            self._host_phase()[req_idx] = True  # vLLM's add_request put the slot in the prefill/commit phase
             if tap:
                 self.tap.add(req_idx)
             else:
@@ -187,6 +232,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             if len(ps) == 0:
                 return
             states.init_canvas(ps)
+            self._host_phase()[ps] = False
             for slot in ps.tolist():
                 seed = self.seeds.get(slot)
                 if seed is not None:  # a seeded request's first canvas is reproducible too
@@ -211,7 +257,10 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             if self.tp_size > 1 or self.sampling_states.max_num_logprobs(slots_np) >= 0:
                 # logprobs and tensor parallelism stay on vLLM's own path
                 self.stats["fallback"] += 1
-                return super().__call__(logits, input_batch, draft_logits)
+                self._host_phase()
+                out = super().__call__(logits, input_batch, draft_logits)
+                self._publish_phase()
+                return out
             return self._step(logits, input_batch)
 
         def _step(self, logits: torch.Tensor, input_batch: Any):
@@ -246,8 +295,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             emit = async_copy_to_gpu(emit_np, device=dev)
 
             is_commit = states.is_encoder_phase[slots]
-            # one small device->host read decides whether this step needs the sampler at all
-            commit_host = is_commit.tolist() if "commit_skip" in feats else [False] * nd
+            commit_host = self._host_phase()[decode_slots_np] if "commit_skip" in feats else np.zeros(nd, bool)
             random_tokens = torch.randint(0, self.vocab_size, (nd, cl), device=dev, dtype=states.canvas.dtype)
             self.stats["steps"] += 1
             if all(commit_host):
@@ -261,6 +309,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 states.self_conditioning_embeds[slots] = 0
                 self.pin_active[slots] = False
                 self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
+                self._publish_phase()
                 return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
 
             # pad a canvas truncated near max_model_len back to CL (as vLLM does)
@@ -285,10 +334,11 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             for i, s in seeded:
                 base[i, 0] = int(self.seeds[s]) % 2_147_483_647
             row_seeds = _mix_seed(base, states.step[slots].to(torch.int64)[:, None], pos[None, :])
-            for i, s in seeded:
-                g = torch.Generator(device=dev)
-                g.manual_seed(int(self.seeds[s]) * 7_919 + int(states.step[s].item()))
-                random_tokens[i] = torch.randint(0, self.vocab_size, (cl,), generator=g, device=dev)
+            if seeded:
+                # seeded renoise from the same per-row seeds (integer hash on the GPU: no host sync)
+                rows = torch.tensor([i for i, _ in seeded], device=dev)
+                h = (row_seeds[rows] * 2_654_435_761 + 97) % 4_294_967_291
+                random_tokens[rows] = (h % self.vocab_size).to(random_tokens.dtype)
             pinned = (self.pin_mask[slots] & self.pin_active[slots, None]).reshape(-1)
             width = self.width[slots]
             out = denoise_step(
@@ -343,32 +393,27 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             newly = (converged & is_denoise)[:, None]
             states.canvas[slots] = torch.where(newly, states.argmax_canvas[slots], states.canvas[slots])
             self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
-            if self._sock is not None and self.tap:
-                self._push_drafts(input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise)
+            self._publish_phase()
+            if self._tap_q is not None and self.tap:
+                self._queue_drafts(input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise)
             return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
 
-        def _push_drafts(self, input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise):
+        def _queue_drafts(self, input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise):
             rows = [i for i, s in enumerate(decode_slots_np.tolist()) if s in self.tap]
             if not rows:
                 return
             idx = torch.tensor(rows, device=argmax_tokens.device)
-            toks = argmax_tokens[idx].to(torch.int32).cpu().numpy()
-            steps = new_step[idx].cpu().tolist()
-            den = is_denoise[idx].cpu().tolist()
-            for j, i in enumerate(rows):
-                if not den[j]:
-                    continue
-                slot = int(decode_slots_np[i])
-                rid = input_batch.req_ids[int(decode_indices_np[i])]
-                w = int(self.width_host[slot])
-                try:
-                    import zmq
-
-                    self._sock.send_multipart(
-                        [rid.encode(), str(steps[j]).encode(), toks[j, :w].tobytes()], zmq.NOBLOCK
-                    )
-                except Exception:  # a full or closed tap must never stall the engine
-                    pass
+            # non-blocking copies into pinned memory; the tap thread waits for them, the engine does not
+            toks = torch.empty((len(rows), argmax_tokens.shape[1]), dtype=torch.int32, pin_memory=True)
+            steps = torch.empty((len(rows),), dtype=torch.int32, pin_memory=True)
+            toks.copy_(argmax_tokens[idx].to(torch.int32), non_blocking=True)
+            steps.copy_(torch.where(is_denoise[idx], new_step[idx].to(torch.int32), -1), non_blocking=True)
+            evt = torch.cuda.Event() if argmax_tokens.is_cuda else None
+            if evt is not None:
+                evt.record()
+            rids = [input_batch.req_ids[int(decode_indices_np[i])] for i in rows]
+            widths = [int(self.width_host[int(decode_slots_np[i])]) for i in rows]
+            self._tap_q.put((evt, rids, steps, toks, widths))
 
     class DGemmaModelState(dg.DiffusionGemmaModelState):
         def custom_sampler(self, sampler: Any) -> tuple[Any, Any] | None:
