@@ -322,7 +322,10 @@ def _indent_of(line: str) -> str:
 
 def indent_unit(ctx: CursorContext) -> str:
     """The file's indentation step: a tab, or the smallest positive indent difference between lines."""
-    lines = [ln for ln in _BREAK.split(ctx.prefix[-8000:] + ctx.suffix[:4000]) if ln.strip()]
+    before = ctx.prefix[-8000:]
+    if ctx.line_prefix and not ctx.line_prefix.strip():
+        before += "x"  # the cursor's own (auto-)indentation is evidence too
+    lines = [ln for ln in _BREAK.split(before + ctx.suffix[:4000]) if ln.strip()]
     if any(ln.startswith("\t") for ln in lines):
         return "\t"
     best = 0

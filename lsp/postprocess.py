@@ -227,6 +227,25 @@ def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+# Lines that legitimately start in column 0 right after an indented line.
+_COLUMN_ZERO_OK = re.compile(
+    r"^(def |class |async def |@|#|}|\)|\]|else\b|elif\b|except\b|finally\b|case\b|default\b|end\b|fi\b|done\b|esac\b)"
+)
+
+
+def _restarts_at_column_zero(lines: list[str]) -> bool:
+    """True when the answer's later lines were written from column 0 (relative to the first line).
+
+    Absolute code returns to column 0 only to start a new top-level definition (after a blank line) or to
+    close/continue a block (``}``, ``else:``); a plain statement in column 0 right after a non-blank line
+    means the model restarted the indentation.
+    """
+    for prev, line in zip(lines, lines[1:], strict=False):
+        if line.strip() and prev.strip() and not _indent_of(line) and not _COLUMN_ZERO_OK.match(line):
+            return True
+    return False
+
+
 def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) -> list[str]:
     """Fix the indentation of a multi-line completion relative to the cursor line."""
     line_prefix = ctx.line_prefix
@@ -248,9 +267,12 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
         first_eff = line_prefix + _indent_of(lines[0])
         cont = [ln for ln in lines[1:] if ln.strip()]
         if cont and ends_with_block_opener(lines[0], ctx.language_id, at_cursor=False):
-            if len(_indent_of(cont[0])) <= len(first_eff) and line_prefix:
+            step = len(_indent_of(cont[0])) - len(_indent_of(lines[0]))
+            if len(_indent_of(cont[0])) <= len(first_eff) and line_prefix and step == len(indent_unit(ctx)):
                 # The block under the first line is not deeper than it: lines are relative to the first line.
-                lines = lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
+                return lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
+        if line_prefix and _restarts_at_column_zero(lines):
+            return lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
         return lines
     # End of a line that opens a block: the body starts on the next line, one step deeper. After "(", "[",
     # "=>" or "->" an answer that continues on the same line ("a, b)", "x + 1") stays there.

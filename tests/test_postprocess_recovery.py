@@ -1,0 +1,113 @@
+"""Measured recovery: real code spans cut from the standard library, given back the way chat models garble them.
+
+For each span the ideal answer is the cut text itself. ``clean_completion`` must leave the ideal answer intact
+and recover it from the usual chat-model wrappings (fences, prose, turn tokens, marker echoes, an echo of the
+cursor line, the document's next lines repeated, indentation restarted from column 0). The rates are printed
+with ``pytest -s`` and recorded in docs/prompting.md.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dgemma_lsp.config import Settings
+from dgemma_lsp.lsp.context import CompletionPlan, CursorContext, build_context, plan_completion
+from dgemma_lsp.lsp.postprocess import clean_completion
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+FILES = ["textwrap.py", "json/encoder.py", "json/decoder.py", "csv.py", "shlex.py", "string.py", "heapq.py",
+         "bisect.py", "fnmatch.py", "glob.py", "calendar.py", "difflib.py"]  # fmt: skip
+
+
+def _examples(n: int, seed: int = 0) -> list[tuple[CursorContext, CompletionPlan, str]]:
+    """Spans a user could be typing: the rest of a line (single) or 1-4 lines from an indentation (multi)."""
+    rng = random.Random(seed)
+    texts = [(f, (STDLIB / f).read_text(encoding="utf-8")) for f in FILES if (STDLIB / f).exists()]
+    settings = Settings()
+    out = []
+    while len(out) < n:
+        name, text = rng.choice(texts)
+        lines = text.split("\n")
+        starts = [0]
+        for ln in lines:
+            starts.append(starts[-1] + len(ln) + 1)
+        i = rng.randrange(1, len(lines) - 3)
+        line = lines[i]
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if rng.random() < 0.6:
+            start, end, kind = starts[i] + rng.randrange(indent, len(line)), starts[i] + len(line), "single"
+        else:
+            j = min(i + rng.randint(1, 4) - 1, len(lines) - 2)
+            start, end, kind = starts[i] + indent, starts[j] + len(lines[j]), "multi"
+        doc = text[:start] + text[end:]
+        ctx = build_context(doc, start, language_id="python", path=name, count_tokens=lambda s: len(s) // 3,
+                            max_prefix_tokens=512, max_suffix_tokens=128)  # fmt: skip
+        plan = plan_completion(ctx, settings)
+        middle = text[start:end] if kind == "single" else text[start:end].rstrip()
+        if plan.mode == kind and middle.strip():
+            out.append((ctx, plan, middle))
+    return out
+
+
+def _garble(how: str, ctx: CursorContext, middle: str) -> str | None:
+    below = [ln for ln in ctx.suffix.split("\n")[1:] if ln.strip()][:2]
+    if how == "as is":
+        return middle
+    if how == "fenced":
+        return f"```python\n{middle}\n```"
+    if how == "prose":
+        return f"Here is the missing code:\n\n```python\n{middle}\n```\nThis completes it."
+    if how == "turn tokens":
+        return middle + "<end_of_turn>\n<start_of_turn>user\nmore"
+    if how == "marker echo":
+        return middle + "<|CURSOR|>"
+    if how == "cursor line echo":
+        return (ctx.line_prefix.lstrip() if ctx.line_prefix.strip() else ctx.line_prefix) + middle
+    if how == "next lines echo":
+        return middle + "".join("\n" + ln for ln in below)
+    if how == "indent from column 0":
+        rest = middle.split("\n")[1:]
+        if not rest or not all(ln.startswith(ctx.line_prefix) or not ln.strip() for ln in rest):
+            return None  # only spans whose later lines sit at or below the cursor's indentation
+        return "\n".join([middle.split("\n")[0], *(ln[len(ctx.line_prefix) :] for ln in rest)])
+    raise ValueError(how)
+
+
+# (garbling, lowest acceptable recovery rate); measured on this sample: 99-100% (column-0 restarts: ~95%).
+GARBLINGS = [
+    ("as is", 0.98),
+    ("fenced", 0.97),
+    ("prose", 0.97),
+    ("turn tokens", 0.97),
+    ("marker echo", 0.97),
+    ("cursor line echo", 0.95),
+    ("next lines echo", 0.95),
+    ("indent from column 0", 0.85),
+]
+
+
+@pytest.fixture(scope="module")
+def examples() -> list[tuple[CursorContext, CompletionPlan, str]]:
+    return _examples(400)
+
+
+@pytest.mark.parametrize(("how", "floor"), GARBLINGS)
+def test_recovers_the_cut_code(examples, how: str, floor: float) -> None:
+    ok, total = Counter(), Counter()
+    for ctx, plan, middle in examples:
+        raw = _garble(how, ctx, middle)
+        if raw is None:
+            continue
+        total[plan.mode] += 1
+        ok[plan.mode] += clean_completion(raw, ctx, plan) == middle
+    for mode in total:
+        rate = ok[mode] / total[mode]
+        print(f"{how:22} {mode:6} {ok[mode]}/{total[mode]} = {rate:.1%}")
+        assert rate >= floor, f"{how} ({mode}): {rate:.1%} < {floor:.0%}"
