@@ -176,8 +176,21 @@ class DGemmaServer(LanguageServer):
         self._diag_tasks: dict[str, asyncio.Task] = {}
         self._issues: dict[str, tuple[int, list[Any]]] = {}
         self._big_warned: set[str] = set()
+        self._reporting = False
+        self.exiting = False  # after `exit` the transport is closed: nothing may be sent any more
 
     # -- small helpers --------------------------------------------------------------------------------------
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log only. pygls' default also sends window/showMessage, which recurses forever when the
+        transport is already closed (exit while the model still loads)."""
+        if self._reporting:
+            return
+        self._reporting = True
+        try:
+            log.error("%s: %s", getattr(source, "__name__", source), error)
+        finally:
+            self._reporting = False
 
     @property
     def settings(self) -> Settings:
@@ -186,7 +199,7 @@ class DGemmaServer(LanguageServer):
     def log_line(self, level: int, message: str) -> None:
         """One line to the log file/stderr and to the client (``window/logMessage``)."""
         log.log(level, message)
-        if level < logging.INFO and self.settings.log_level != "debug":
+        if self.exiting or (level < logging.INFO and self.settings.log_level != "debug"):
             return
         try:
             self.window_log_message(
@@ -196,6 +209,8 @@ class DGemmaServer(LanguageServer):
             pass
 
     def _notify(self, method: str, payload: dict[str, Any]) -> None:
+        if self.exiting:
+            return
         try:
             self.protocol.notify(method, payload)
         except Exception:
@@ -253,6 +268,7 @@ class DGemmaServer(LanguageServer):
 
     async def pull_configuration(self) -> None:
         if not self._supports_configuration():
+            self.log_line(logging.INFO, "the client does not support workspace/configuration")
             return
         try:
             result = await asyncio.wait_for(
@@ -264,9 +280,13 @@ class DGemmaServer(LanguageServer):
         except Exception as exc:
             self.log_line(logging.WARNING, f"workspace/configuration failed: {exc}")
             return
-        value = result[0] if isinstance(result, list) and result else None
+        value = result[0] if isinstance(result, list | tuple) and result else None
+        if hasattr(value, "_asdict"):  # pygls may hand LSPAny objects over as namedtuples
+            value = _plain(value)
         if isinstance(value, dict):
             self.apply_settings(workspace=value, source="workspace/configuration")
+        else:
+            self.log_line(logging.INFO, f"workspace/configuration: no {SECTION!r} object ({type(value).__name__})")
 
     # -- backend lifecycle ------------------------------------------------------------------------------------
 
@@ -311,7 +331,7 @@ class DGemmaServer(LanguageServer):
         loop = asyncio.get_running_loop()
 
         def report(message: str, percentage: int | None = None) -> None:
-            if token is not None:
+            if token is not None and not self.exiting:
                 pct = None if percentage is None else max(0, min(100, int(percentage)))
                 self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=pct))
             self.log_line(logging.INFO, f"backend: {message}")
@@ -365,7 +385,7 @@ class DGemmaServer(LanguageServer):
             except Exception:
                 pass
         finally:
-            if token is not None:
+            if token is not None and not self.exiting:
                 # after any report a worker thread queued, so "end" is really last
                 loop.call_soon(self.work_done_progress.end, token, types.WorkDoneProgressEnd(message=outcome or "done"))
 
@@ -690,6 +710,17 @@ def _check_fix(text: str, language_id: str, fix: Any) -> str | None:
 # -- wiring ---------------------------------------------------------------------------------------------------
 
 
+def _plain(value: Any) -> Any:
+    """Namedtuple-ish objects (pygls' stand-in for unknown JSON objects) back to dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _arg(args: tuple[Any, ...], index: int = 0) -> Any:
     return args[index] if len(args) > index else None
 
@@ -736,6 +767,12 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
             except Exception:
                 pass
         ls._diag_pool.shutdown(wait=False, cancel_futures=True)
+
+    @ls.feature(types.EXIT)
+    def on_exit(ls: DGemmaServer, params: Any) -> None:
+        ls.exiting = True
+        if ls._backend_task is not None:
+            ls._backend_task.cancel()
 
     # documents
 
