@@ -229,7 +229,8 @@ def _indent_of(line: str) -> str:
 
 # Lines that legitimately start in column 0 right after an indented line.
 _COLUMN_ZERO_OK = re.compile(
-    r"^(def |class |async def |@|#|}|\)|\]|else\b|elif\b|except\b|finally\b|case\b|default\b|end\b|fi\b|done\b|esac\b)"
+    r"^(def |class |async def |@|#|/\*|\*/|}|\)|\]|else\b|elif\b|except\b|finally\b|case\b|default\b|end\b|fi\b"
+    r"|done\b|esac\b|[A-Za-z_]\w*:\s*$)"  # the last: a C label
 )
 
 
@@ -293,16 +294,19 @@ def _open_depth(text: str, language_id: str) -> int:
 
 
 def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], ctx: CursorContext) -> list[str]:
-    """Cut the completion where its remaining lines repeat the document's next lines (until none do).
+    """Cut the completion's tail where it repeats the document's next lines (until it no longer does).
 
-    A cut is only taken when it leaves the brackets of prefix + completion + suffix at least as balanced as
-    before: a nested block's own ``}`` stays, while echoed lines that close the completion's own brackets
-    (which the document's next lines close anyway) go.
+    The tail must repeat the next lines up to its end (its last line may be cut short by the canvas end).
+    Evidence that it is an echo and not the model's own code: the lines carry words and sit at the same
+    indentation as in the document, or cutting leaves prefix + completion + suffix brackets at least as
+    balanced as before (a nested block's own ``}`` stays).
     """
-    sfx = [ln.strip() for ln in suffix_lines if ln.strip()]
+    sfx_raw = [ln.rstrip() for ln in suffix_lines if ln.strip()]
+    sfx = [ln.strip() for ln in sfx_raw]
     if not sfx:
         return lines
     lang = ctx.language_id
+    blank_line = not ctx.line_prefix.strip()
     outer: tuple[int, int] | None = None  # (brackets the prefix leaves open, closers the suffix brings)
 
     def mismatch(text: str) -> int:
@@ -318,10 +322,19 @@ def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], ctx: CursorCont
         stripped = [ln.strip() for ln in lines]
         nonblank = [i for i, t in enumerate(stripped) if t]
         for pos, k in enumerate(nonblank):
-            m = len(nonblank) - pos
-            whole = m <= len(sfx) and all(stripped[nonblank[pos + t]] == sfx[t] for t in range(m))
-            two = m >= 2 and len(sfx) >= 2 and stripped[k] == sfx[0] and stripped[nonblank[pos + 1]] == sfx[1]
-            if (whole or two) and mismatch("\n".join(lines[:k])) <= mismatch("\n".join(lines)):
+            idx = nonblank[pos:]
+            m = len(idx)
+            if m > len(sfx) or not all(stripped[idx[t]] == sfx[t] for t in range(m - 1)):
+                continue
+            last = stripped[idx[-1]]
+            if not (last == sfx[m - 1] or (len(last) >= 3 and sfx[m - 1].startswith(last))):
+                continue
+            absolute = [(ctx.line_prefix + lines[i] if i == 0 and blank_line else lines[i]).rstrip() for i in idx]
+            same_place = all(absolute[t] == sfx_raw[t] for t in range(m - 1)) and sfx_raw[m - 1].startswith(
+                absolute[-1]
+            )
+            wordy = any(ch.isalnum() for i in idx for ch in stripped[i])
+            if (same_place and wordy) or mismatch("\n".join(lines[:k])) <= mismatch("\n".join(lines)):
                 lines = lines[:k]
                 changed = True
                 break
@@ -390,7 +403,7 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     elif first:
         lines = ["", *lines[first:]]  # after an opener: exactly one line break
     prev_line = _last_line_before(ctx)
-    if len(lines) > 1 and prev_line.strip() and lines[0].strip() == prev_line.strip():
+    if len(lines) > 1 and any(c.isalnum() for c in prev_line) and lines[0].strip() == prev_line.strip():
         lines = lines[1:]  # echoed the line above the cursor
     lines = [ln.rstrip() for ln in lines]
     suffix_after = ctx.suffix[len(ctx.line_suffix) :]
