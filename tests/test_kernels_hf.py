@@ -1,0 +1,51 @@
+"""The kernel denoising step inside transformers' generate (tiny checkpoint, Triton interpreter on CPU)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint  # noqa: E402
+from dgemma_lsp.backend.kernels.hf import KernelDenoisingMixin, use_kernels  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    path = ensure_tiny_checkpoint()
+    ref = DiffusionGemmaForBlockDiffusion.from_pretrained(path).eval()
+    fast = use_kernels(DiffusionGemmaForBlockDiffusion.from_pretrained(path).eval())
+    return ref, fast
+
+
+def test_use_kernels_swaps_in_the_kernel_step(tiny_models) -> None:
+    ref, fast = tiny_models
+    assert isinstance(fast, KernelDenoisingMixin) and not isinstance(ref, KernelDenoisingMixin)
+    assert use_kernels(fast) is fast
+
+
+def test_one_step_draft_equals_transformers(tiny_models) -> None:
+    """With one denoising step the committed canvas is the argmax of one deterministic forward: identical."""
+    ref, fast = tiny_models
+    prompt = torch.tensor([[2, 40, 41, 42, 43, 44]])
+    outs = []
+    for model in (ref, fast):
+        torch.manual_seed(123)
+        out = model.generate(prompt, max_new_tokens=model.config.canvas_length, max_denoising_steps=1)
+        outs.append(out.sequences)
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_full_generation_runs_and_stays_in_vocabulary(tiny_models) -> None:
+    _, fast = tiny_models
+    torch.manual_seed(0)
+    c = fast.config.canvas_length
+    out = fast.generate(torch.tensor([[2, 50, 51]]), max_new_tokens=2 * c, max_denoising_steps=4)
+    new = out.sequences[0, 3:]
+    assert 0 < new.numel() <= 2 * c
+    assert int(new.max()) < fast.config.text_config.vocab_size
