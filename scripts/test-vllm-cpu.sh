@@ -26,4 +26,13 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import vllm" 2>/dev/n
 fi
 "$VENV/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 export DGEMMA_VLLM_PYTHON="$PWD/$VENV/bin/python"
-exec "$PY" -m pytest -m vllm_cpu tests/test_remote_vllm_cpu.py -v "$@"
+export DGEMMA_VLLM_LOG="${DGEMMA_VLLM_LOG:-$PWD/.cache/vllm-cpu-server.log}"
+start=$(date +%s)
+rc=0
+"$PY" -m pytest -m vllm_cpu tests/test_remote_vllm_cpu.py -v "$@" || rc=$?
+echo "== tests took $(( $(date +%s) - start )) s (rc=$rc)"
+if [ "$rc" != 0 ] && [ -f "$DGEMMA_VLLM_LOG" ]; then
+  echo "== last lines of the vLLM server log ($DGEMMA_VLLM_LOG)"
+  tail -n 60 "$DGEMMA_VLLM_LOG"
+fi
+exit "$rc"

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -226,6 +227,34 @@ def vllm_server(python: str, model_dir: Path, log_path: Path, *extra: str) -> Se
     return ServerProcess(argv, log_path, env=env, startup_timeout=420.0)
 
 
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A throw-away certificate for 127.0.0.1 (``openssl`` CLI), as (cert.pem, key.pem)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 # ----- the stub test server -----
 
 Handler = Callable[["StubRequest", asyncio.StreamWriter], Awaitable[None]]
@@ -250,8 +279,9 @@ class StubTestServer:
     handlers observed (e.g. ``"client-gone"`` when a stream's reader disappeared).
     """
 
-    def __init__(self, routes: dict[str, Handler]) -> None:
+    def __init__(self, routes: dict[str, Handler], ssl_context: ssl.SSLContext | None = None) -> None:
         self.routes = dict(routes)
+        self.ssl_context = ssl_context
         self.requests: list[StubRequest] = []
         self.events: list[tuple[float, str]] = []
         self.port = 0
@@ -261,7 +291,7 @@ class StubTestServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}/v1"
 
     def event(self, name: str) -> None:
         self.events.append((time.monotonic(), name))
@@ -285,7 +315,7 @@ class StubTestServer:
         self._thread.join(10)
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +35,7 @@ try:  # tests/ is not a package: pytest puts it on sys.path
         free_port,
         json_reply,
         models_reply,
+        self_signed_cert,
         sequence,
         sse_reply,
         stall,
@@ -44,6 +47,7 @@ except ImportError:  # pragma: no cover
         free_port,
         json_reply,
         models_reply,
+        self_signed_cert,
         sequence,
         sse_reply,
         stall,
@@ -417,3 +421,53 @@ def test_redact_url_and_settings_validation() -> None:
         OpenAIBackend("ftp://x")
     with pytest.raises(BackendUnavailable, match="between 1 and 4"):
         OpenAIBackend("http://127.0.0.1:1/v1", max_concurrent=8)
+
+
+async def test_value_refusal_drops_xargs_for_that_request_only() -> None:
+    """vLLM >= 0.32 refuses a bad diffusion_* value per request: retried without, but later requests still send."""
+    seen: list[dict] = []
+    routes = _vllm_routes(seen)
+    inner = routes[CHAT]
+
+    async def strict(req: StubRequest, w: asyncio.StreamWriter) -> None:
+        body = req.json()
+        if len(body.get("vllm_xargs", {}).get("diffusion_seed_canvas", [])) > 0:
+            msg = {"error": {"message": "diffusion_seed_canvas ids must be in [0, 262144).", "code": 400}}
+            await json_reply(400, msg, "Bad Request")(req, w)
+        else:
+            await inner(req, w)
+
+    routes[CHAT] = strict
+    with StubTestServer(routes) as srv:
+        be = backend_for(srv.base_url)
+        try:
+            done = await collect(be.generate(ask(seed_canvas=[10**9], pinned=[0])))
+            assert done.text == "Hello" and "vllm_xargs" not in seen[-1]
+            assert any("must be in [0, 262144)" in d for d in done.stats.extra["degraded"])
+            await collect(be.generate(ask()))
+            assert seen[-1]["vllm_xargs"] == {"diffusion_canvas_length": 16, "diffusion_max_steps": 48}
+        finally:
+            await be.aclose()
+
+
+async def test_tls_verified_by_default_and_ca_bundle(tmp_path: Path) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    with StubTestServer({MODELS: models_reply(), CHAT: OK}, ssl_context=ctx) as srv:
+        be = backend_for(srv.base_url)
+        try:
+            with pytest.raises(BackendUnavailable, match="TLS verification failed for https://127.0.0.1:.*ca_bundle"):
+                await be.start()
+        finally:
+            await be.aclose()
+        be = backend_for(srv.base_url, ca_bundle=str(cert))
+        try:
+            assert (await collect(be.generate(ask()))).text == "Hello"
+        finally:
+            await be.aclose()
+        be = backend_for(srv.base_url, verify_tls=False)
+        try:
+            assert (await collect(be.generate(ask()))).text == "Hello"
+        finally:
+            await be.aclose()
