@@ -21,6 +21,7 @@ __all__ = [
     "trim_prefix",
     "trim_suffix",
     "leading_closers",
+    "INDENT_LANGS",
     "ends_with_block_opener",
     "indent_unit",
     "CLOSERS",
@@ -271,6 +272,8 @@ def build_context(
 _OPENERS_ANY = ("{", "(", "[", "=>", "->")
 _OPENER_WORDS = ("do", "then", "begin", "else")
 _COLON_LANGS = frozenset({"python", "yaml", "coffeescript", "nim", "gdscript", "cython", "starlark"})
+# Languages where indentation is syntax (a block's body cannot sit in column 0).
+INDENT_LANGS = _COLON_LANGS | {"haskell", "fsharp", "elm", "sass", "pug"}
 _LINE_COMMENT = re.compile(r"\s+(#|//|--)\s.*$")
 
 

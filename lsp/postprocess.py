@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import re
 
-from .context import CompletionPlan, CursorContext, ends_with_block_opener, indent_unit, leading_closers
+from .context import (
+    INDENT_LANGS,
+    CompletionPlan,
+    CursorContext,
+    ends_with_block_opener,
+    indent_unit,
+    leading_closers,
+)
 from .prompt import CURSOR_MARKER, SELECTION_END, SELECTION_START
 
 __all__ = ["clean_completion", "extract_code", "strip_special_tokens", "suffix_overlap"]
@@ -247,6 +254,18 @@ def _restarts_at_column_zero(lines: list[str]) -> bool:
     return False
 
 
+def _continues_a_statement(ctx: CursorContext) -> bool:
+    """True when the cursor line continues a statement (inside an open ``(`` or ``[`` of earlier lines)."""
+    before = ctx.prefix[: len(ctx.prefix) - len(ctx.line_prefix)][-3000:]
+    if any(b in "([" for b in _scan(before, ctx.language_id)[0]):
+        return True
+    if ctx.language_id in INDENT_LANGS:
+        return False
+    # Brace languages end statements and block lines with ; { } (or :, for labels and cases).
+    prev = _last_line_before(ctx).strip()
+    return bool(prev) and not prev.endswith((";", "{", "}", ":", "*/")) and not prev.startswith(("#", "//", "/*", "*"))
+
+
 def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) -> list[str]:
     """Fix the indentation of a multi-line completion relative to the cursor line."""
     line_prefix = ctx.line_prefix
@@ -260,11 +279,14 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
         if not lines or not lines[0].strip():
             return lines
         if not line_prefix and not _indent_of(lines[0]):
-            # Column 0 right after a block opener: the body cannot start in column 0.
+            # Column 0 right after a block opener where indentation is syntax: the body cannot start there
+            # (a C++ namespace body can, so brace languages are left alone).
             want = plan.extra.get("block_indent", "") if plan.extra else ""
-            if want and "after a block opener" in plan.reason:
+            if want and "after a block opener" in plan.reason and ctx.language_id in INDENT_LANGS:
                 return [want + ln if ln.strip() else ln for ln in lines]
             return lines
+        if _continues_a_statement(ctx):
+            return lines  # the cursor's indentation is alignment, not the block's: nothing to infer from it
         first_eff = line_prefix + _indent_of(lines[0])
         cont = [ln for ln in lines[1:] if ln.strip()]
         if cont and ends_with_block_opener(lines[0], ctx.language_id, at_cursor=False):
