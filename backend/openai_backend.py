@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import math
@@ -30,8 +31,8 @@ import os
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from dgemma_lsp.config import Settings
 
 log = logging.getLogger("dgemma_lsp.backend.openai")
+T = TypeVar("T")
 
 #: Characters per token assumed when the server cannot count for us (code and prose in Gemma-like BPE vocabularies
 #: average 3.5-4.5; the lower figure over-counts slightly, so prompt windows stay inside the budget).
@@ -527,13 +529,17 @@ class OpenAIBackend:
             async with asyncio.timeout_at(deadline):
                 if not self.ready:
                     await self.start()
-                await self._sem.acquire()
+                # Waiting for a slot (max_concurrent) counts toward the deadline and ends on cancel.
+                await self._cancellable(self._sem.acquire(), req, check_after=False)
         except TimeoutError:
             raise DeadlineExceeded(self._deadline_message(req, t0)) from None
         except BackendError as exc:
-            self.last_error = str(exc)
+            if not isinstance(exc, Cancelled):
+                self.last_error = str(exc)
             raise
         try:
+            if req.cancel is not None and req.cancel.cancelled:
+                raise Cancelled()
             degraded: list[str] = []
             xargs = await self._xargs(req, deadline, degraded)
             stats = Stats(backend=self.name, model=self.model)
@@ -553,6 +559,8 @@ class OpenAIBackend:
         except BackendError as exc:
             if not isinstance(exc, Cancelled):
                 self.last_error = str(exc)
+            if exc.kind in ("connect", "not_found"):
+                self.ready = False  # the server went away or changed: discover it again on the next request
             raise
         finally:
             self._sem.release()
@@ -611,7 +619,9 @@ class OpenAIBackend:
             cm = client.stream("POST", self.base_url + path, json=body, headers=self._auth())
             try:
                 async with asyncio.timeout_at(deadline):
-                    resp = await cm.__aenter__()
+                    # a cancel while the server queues/prefills is seen here; once headers are in, the first line
+                    # check sees it and the finally below closes the response
+                    resp = await self._cancellable(cm.__aenter__(), req, check_after=False)
             except TimeoutError:
                 raise DeadlineExceeded(self._deadline_message(req, t0)) from None
             except httpx.HTTPError as exc:
@@ -708,29 +718,38 @@ class OpenAIBackend:
         """The next SSE line, honouring the deadline and the request's CancelToken (polled every 50 ms)."""
         try:
             async with asyncio.timeout_at(deadline):
-                if req.cancel is None:
-                    return await anext(lines)
-                task = asyncio.ensure_future(anext(lines))
-                try:
-                    while True:
-                        # Checked on every line as well as every 50 ms: a busy stream must not hide the cancel.
-                        if req.cancel.cancelled:
-                            raise Cancelled()
-                        done, _ = await asyncio.wait({task}, timeout=0.05)
-                        if done:
-                            line = task.result()
-                            if req.cancel.cancelled:
-                                raise Cancelled()
-                            return line
-                finally:
-                    if not task.done():
-                        task.cancel()
-                        with contextlib.suppress(BaseException):
-                            await task
+                return await self._cancellable(anext(lines), req, check_after=True)
         except StopAsyncIteration:
             return None
         except TimeoutError:
             raise DeadlineExceeded(self._deadline_message(req, t0)) from None
+
+    @staticmethod
+    async def _cancellable(aw: Awaitable[T], req: CanvasRequest, *, check_after: bool) -> T:
+        """Await ``aw`` while polling the request's CancelToken every 50 ms (and, with ``check_after``, once more
+        when it completes: a busy stream must not hide the cancel). Without a token it is a plain await."""
+        if req.cancel is None:
+            return await aw
+        if req.cancel.cancelled:
+            if inspect.iscoroutine(aw):
+                aw.close()
+            raise Cancelled()
+        task = asyncio.ensure_future(aw)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=0.05)
+                if done:
+                    result = task.result()
+                    if check_after and req.cancel.cancelled:
+                        raise Cancelled()
+                    return result
+                if req.cancel.cancelled:
+                    raise Cancelled()
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
 
     def _loads(self, payload: str) -> Any:
         try:

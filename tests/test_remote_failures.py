@@ -18,6 +18,7 @@ import pytest
 from dgemma_lsp.backend.contract import (
     BackendError,
     BackendUnavailable,
+    CancelToken,
     CanvasRequest,
     ChatMessage,
     Committed,
@@ -469,5 +470,29 @@ async def test_tls_verified_by_default_and_ca_bundle(tmp_path: Path) -> None:
         be = backend_for(srv.base_url, verify_tls=False)
         try:
             assert (await collect(be.generate(ask()))).text == "Hello"
+        finally:
+            await be.aclose()
+
+
+async def test_cancel_token_while_waiting_for_headers_or_a_slot() -> None:
+    """A cancel is honoured before the first byte too: during the server's queueing, and while waiting for a slot."""
+    with StubTestServer({MODELS: models_reply(), CHAT: stall(30)}) as srv:
+        be = backend_for(srv.base_url, max_concurrent=1)
+        try:
+            await be.start()
+            first_token, second_token = CancelToken(), CancelToken()
+            first = asyncio.create_task(collect(be.generate(ask(cancel=first_token))))
+            second = asyncio.create_task(collect(be.generate(ask(cancel=second_token))))
+            await asyncio.sleep(0.3)  # first waits for headers, second for the only slot
+            t = time.monotonic()
+            second_token.cancel()
+            with pytest.raises(BackendError, match="cancelled"):
+                await second
+            first_token.cancel()
+            with pytest.raises(BackendError, match="cancelled"):
+                await first
+            assert time.monotonic() - t < 0.5
+            srv.routes[CHAT] = OK
+            assert (await collect(be.generate(ask()))).text == "Hello"  # the slot was given back
         finally:
             await be.aclose()
