@@ -39,7 +39,7 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.config import Settings
 
-from .context import build_context, plan_completion
+from .context import Snippet, build_context, plan_completion
 from .documents import Document
 from .infill import make_request
 from .postprocess import clean_completion
@@ -112,6 +112,7 @@ class CompletionEngine:
         notify: Notify,
         log_fn: LogFn,
         on_backend_failure: Callable[[BackendError], None] | None = None,
+        snippets: Callable[[Document], list[Snippet]] | None = None,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -119,6 +120,7 @@ class CompletionEngine:
         self._notify = notify
         self._log = log_fn
         self._on_backend_failure = on_backend_failure
+        self._snippets = snippets
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
         self._sem: asyncio.Semaphore | None = None
@@ -246,6 +248,8 @@ class CompletionEngine:
             count_tokens=backend.count_tokens,
             max_prefix_tokens=s.max_prefix_tokens,
             max_suffix_tokens=s.max_suffix_tokens,
+            snippets=self._snippets(doc) if self._snippets and s.max_snippet_tokens > 0 else (),
+            max_snippet_tokens=s.max_snippet_tokens,
         )
         plan = plan_completion(ctx, s)
         replace = ctx.line_suffix[: plan.replace_suffix_chars]
@@ -413,7 +417,7 @@ class CompletionEngine:
             body = text[: len(text) - len(shown.answer.replace)] if shown.answer.replace else text
             for k in range(1, len(body) + 1):
                 typed = body[:k]
-                if pre.endswith(typed) and pre[: len(pre) - k].endswith(anchor):
+                if pre.endswith(typed) and pre.endswith(anchor, 0, len(pre) - k):
                     rest = text[k:]
                     if rest and rest != shown.answer.replace:
                         out.append(rest)

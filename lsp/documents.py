@@ -107,6 +107,22 @@ class DocumentStore:
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 
+    def touch(self, uri: str) -> None:
+        """Mark a document as the most recently edited (snippets prefer recent documents)."""
+        doc = self._docs.pop(uri, None)
+        if doc is not None:
+            self._docs[uri] = doc
+
+    def recent(self, language_id: str, exclude: str, limit: int = 3) -> list[Document]:
+        """The most recently edited open documents of one language, newest first."""
+        out = []
+        for doc in reversed(self._docs.values()):
+            if doc.uri != exclude and doc.language_id == language_id:
+                out.append(doc)
+                if len(out) >= limit:
+                    break
+        return out
+
     def close(self, uri: str) -> Document | None:
         return self._docs.pop(uri, None)
 

@@ -170,6 +170,7 @@ class DGemmaServer(LanguageServer):
             notify=self._notify,
             log_fn=self.log_line,
             on_backend_failure=self._backend_failed,
+            snippets=self._snippets,
         )
         # Diagnostics run here, off the event loop, one at a time (a 1 MB scan must not stall typing).
         self._diag_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgemma-diag")
@@ -226,6 +227,13 @@ class DGemmaServer(LanguageServer):
 
     def document(self, uri: str) -> Document | None:
         return self.docs.get(uri)
+
+    def _snippets(self, doc: Document) -> list[Any]:
+        """Heads of other recently edited open documents of the same language (extra prompt context)."""
+        from .context import Snippet
+
+        limit = max(0, self.settings.max_snippet_tokens) * 4
+        return [Snippet(d.path, d.text[:limit], d.language_id) for d in self.docs.recent(doc.language_id, doc.uri)]
 
     # -- settings ---------------------------------------------------------------------------------------------
 
@@ -800,6 +808,7 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
             else:
                 doc.apply_change(None, None, change.text)
         doc.version = params.text_document.version
+        ls.docs.touch(uri)
         ls.stats.inc("edits")
         ls.completion.on_change(uri)
         ls.schedule_diagnostics(uri, DIAGNOSTICS_DEBOUNCE_S)

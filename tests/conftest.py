@@ -31,6 +31,7 @@ SERVER_DEFAULTS: dict = {
     "canvasLength": 32,
     "maxPrefixTokens": 128,
     "maxSuffixTokens": 64,
+    "maxSnippetTokens": 64,
     "debounceMs": 5,
     "requestTimeoutS": 20,
     "device": "cpu",
