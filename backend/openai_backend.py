@@ -137,7 +137,6 @@ class OpenAIBackend:
         request_timeout_s: float = 30.0,
         retries: int = 2,
         max_concurrent: int = 4,
-        entropy_bound: float | None = None,
         noise_vocab: int = DEFAULT_NOISE_VOCAB,
         backoff_s: float = 0.25,
     ) -> None:
@@ -161,7 +160,6 @@ class OpenAIBackend:
         self.request_timeout_s = request_timeout_s
         self.retries = max(0, retries)
         self.max_concurrent = max_concurrent
-        self.entropy_bound = entropy_bound
         self.noise_vocab = noise_vocab
         self.backoff_s = backoff_s
         self._sem = asyncio.Semaphore(max_concurrent)
@@ -196,7 +194,6 @@ class OpenAIBackend:
             request_timeout_s=settings.request_timeout_s,
             retries=settings.retries,
             max_concurrent=settings.max_concurrent,
-            entropy_bound=settings.entropy_bound,
         )
 
     # ----- connection -----
@@ -260,6 +257,11 @@ class OpenAIBackend:
             if progress:
                 progress(f"connecting to {self._where()}", 0)
             self._ensure_client()
+            # a (re)discovery starts from scratch: the server may have been replaced by another version or model
+            self.server_kind, self.server_version, self.max_model_len = "unknown", "", None
+            self.send_xargs = self.xargs_native = self.has_tokenize = False
+            self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+            self._dropped.clear()
             deadline = time.monotonic() + max(self.request_timeout_s, self.connect_timeout_s)
             data = await self._get_json(self.base_url + "/models", deadline)
             entries = data.get("data") if isinstance(data, dict) else None

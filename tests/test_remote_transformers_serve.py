@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 
@@ -206,8 +205,19 @@ async def test_wrong_model_name_is_clear(server: ServerProcess) -> None:
         await be.aclose()
 
 
-async def test_server_killed_mid_stream_then_back(tmp_path: Path) -> None:
-    srv = transformers_serve(ensure_tiny_llama(), tmp_path / "server.log").start()
+async def test_doctor_reports_what_it_found(server: ServerProcess) -> None:
+    be = backend_for(server.base_url)
+    try:
+        report = await be.doctor()
+        assert report["ok"] is True and report["server"] == "transformers"
+        assert report["models"] == [be.model] and report["probe_total_ms"] > 0
+    finally:
+        await be.aclose()
+
+
+async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None:
+    """Runs last: SIGKILLs the module's server mid-stream, then restarts it on the same port."""
+    srv = server
     be = backend_for(srv.base_url, retries=1)
     try:
         got = 0
@@ -229,14 +239,5 @@ async def test_server_killed_mid_stream_then_back(tmp_path: Path) -> None:
         assert done.text and be.info().detail.get("last_error") is None
     finally:
         await be.aclose()
-        srv.stop()
-
-
-async def test_doctor_reports_what_it_found(server: ServerProcess) -> None:
-    be = backend_for(server.base_url)
-    try:
-        report = await be.doctor()
-        assert report["ok"] is True and report["server"] == "transformers"
-        assert report["models"] == [be.model] and report["probe_total_ms"] > 0
-    finally:
-        await be.aclose()
+        if srv.proc is None or srv.proc.poll() is not None:
+            srv.start()
