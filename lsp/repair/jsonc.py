@@ -54,7 +54,23 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-_BAD_IN_STRING = re.compile(r'[\x00-\x1f]|\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
+# Escapes are matched pairwise from the left, so the "\\0" in "\\\\0" is never taken for a bad "\\0".
+_STR_SCAN = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|[\x00-\x1f]|\\.?')
+_SQ_SCAN = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|[\x00-\x1f"]|\\.?')
+
+
+def _is_good_escape(t: str) -> bool:
+    return len(t) > 1 and t[0] == "\\" and (t[1] in '"\\/bfnrt' or (t[1] == "u" and len(t) == 6))
+
+
+def _first_bad(text: str, s: int, e: int) -> re.Match[str] | None:
+    """The first bad escape or raw control character in ``text[s:e]`` (a string body), or None."""
+    for m in _STR_SCAN.finditer(text, s, e):
+        if not _is_good_escape(m.group()):
+            return m
+    return None
+
+
 _NUMBERISH = re.compile(r"[-+]?(?:[0-9]|\.[0-9])")
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*(?:\n|$)")
 
@@ -105,14 +121,29 @@ _WS_RE = re.compile(r"[ \t\n\r]*")
 _ATOM_CHARS = frozenset("$+-.\\_")
 
 
+class _NoLineNumbers(str):
+    """The document as the C scanner sees it. On every failure ``JSONDecodeError`` counts the newlines before the
+    error (``doc.count``), which is O(size) per failed value and quadratic over a file with many errors; we never
+    read those line numbers, so this copy answers in O(1)."""
+
+    __slots__ = ()
+
+    def count(self, *args: object) -> int:  # type: ignore[override]
+        return 0
+
+    def rfind(self, *args: object) -> int:  # type: ignore[override]
+        return -1
+
+
 class _Lexer:
     """:func:`tokenize` as a resumable iterator that can also hand a whole valid value to the C scanner."""
 
-    __slots__ = ("text", "pos", "end", "marks")
+    __slots__ = ("text", "pos", "end", "marks", "_scan_src")
 
     def __init__(self, text: str, start: int, end: int) -> None:
         self.text, self.pos, self.end = text, start, end
         self.marks: list[int] = []  # offsets known to be token boundaries (where this lexer stood)
+        self._scan_src: str | None = None
 
     def __iter__(self) -> _Lexer:
         return self
@@ -146,7 +177,9 @@ class _Lexer:
         if p >= self.end or text[p] in "/]},:'":
             return None
         try:
-            _, e = _SCAN_ONCE(text, p)
+            if self._scan_src is None:
+                self._scan_src = _NoLineNumbers(text)
+            _, e = _SCAN_ONCE(self._scan_src, p)
         except (StopIteration, ValueError, RecursionError):
             return None
         if e > self.end or (e < self.end and (text[e].isalnum() or text[e] in _ATOM_CHARS)):
@@ -204,22 +237,21 @@ def _blank_jsonc(text: str) -> str:
     return _JSONC_BLANK.sub(sub, out) if out is not text and "," in out else out
 
 
-_BAD_IN_SQ_BODY = re.compile(r'[\x00-\x1f"]|\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
-
-
 def _fix_body(body: str, single: bool = False) -> str:
     """Repair a string body in place: only bad escapes, raw control characters (and, from single quotes,
     bare double quotes and ``\\'``) change, so the value the user meant is kept."""
 
     def sub(m: re.Match[str]) -> str:
         t = m.group()
+        if _is_good_escape(t):
+            return t
         if t == '"':
             return '\\"'
         if t.startswith("\\"):
             return "'" if t == "\\'" and single else "\\" + t
         return json.dumps(t)[1:-1]
 
-    return (_BAD_IN_SQ_BODY if single else _BAD_IN_STRING).sub(sub, body)
+    return (_SQ_SCAN if single else _STR_SCAN).sub(sub, body)
 
 
 def _quote(raw: str) -> str:
@@ -393,22 +425,27 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
 
     def close_insert_text(at: int) -> str:
         """Closers for every open container, each on its own line when its opener began a line."""
+        last_nl = text.rfind("\n", 0, at)
         out = []
-        for opener, pos in reversed(stack):
-            ls = _line_start(text, pos)
-            line = text[ls:pos]
-            indent = line[: len(line) - len(line.lstrip(" \t"))]
-            if "\n" in text[pos:at]:
-                out.append("\n" + indent + CLOSERS[opener])
+        ls = -1
+        prev = 0
+        for opener, pos in stack:  # ascending offsets: find each line start by scanning only the gap
+            if pos <= last_nl:  # the container spans lines: its closer goes on a line of its own
+                nl = text.rfind("\n", prev, pos)
+                ls = nl + 1 if nl >= 0 else (ls if ls >= 0 else 0)
+                line = text[ls:pos]
+                out.append("\n" + line[: len(line) - len(line.lstrip(" \t"))] + CLOSERS[opener])
             else:
                 out.append(CLOSERS[opener])
-        return "".join(out)
+            prev = pos
+        return "".join(reversed(out))
 
     while True:
         if pending:
             tok = pending.pop()
         else:
-            if state == "value" and not top_done:
+            # Deep inside a nest every C attempt re-scans the whole nest: below depth 64, go token by token.
+            if state == "value" and not top_done and len(stack) < 64:
                 span = it.try_value()
                 if span is not None:  # a whole valid value: no per-token work
                     val = (span[0], last_comma >= 0, comma_prev)
@@ -845,7 +882,7 @@ def _value_or_key(
     add = issues.append
     what = "property name" if key else "string"
     if kind == STRING:
-        bad = _BAD_IN_STRING.search(text, s + 1, e - 1)
+        bad = _first_bad(text, s + 1, e - 1)
         if bad:
             add(
                 JsonIssue(

@@ -129,6 +129,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
     n = len(lines)
     list_indent: int | None = None  # content column of the open list item
     prev_blank = True
+    para_depth = 0  # blockquote depth of the paragraph the previous line belongs to
     i = 0
     while i < n:
         line = lines[i]
@@ -140,11 +141,13 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                 prev_blank = False
             else:
                 prev_blank = True
+                para_depth = 0
             i += 1
             continue
         prefix, rest = _strip_bq(line)
         if not rest.strip():
             prev_blank = True
+            para_depth = 0
             i += 1
             continue
         ind = _indent(rest)
@@ -160,6 +163,11 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             base = list_indent if list_indent is not None and ind >= list_indent else 0
             rel = rest[base:] if base else rest
         rel_ind = _indent(rel)
+        # A less-indented line right after list-item text is a lazy paragraph continuation: it starts no table.
+        lazy = not m_item and list_indent is not None and not prev_blank and ind < list_indent
+        # Likewise after blockquote text: a line with fewer '>' markers continues the quoted paragraph.
+        lazy = lazy or (not prev_blank and prefix.count(">") < para_depth)
+        para_depth = para_depth if lazy else prefix.count(">")
         if rel_ind >= 4 and prev_blank and base == 0:
             i += 1  # indented code block
             continue
@@ -188,6 +196,10 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             blocks.append(block)
             i = (block.last + 1) if block.closed else max(block.last + 1, i + 1)
             prev_blank = False
+            continue
+        if lazy:
+            prev_blank = False
+            i += 1
             continue
         if rel_ind <= 3 and _has_pipe(rel) and i + 1 < n:
             p2, r2 = _strip_bq(lines[i + 1])

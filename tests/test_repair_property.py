@@ -1,0 +1,142 @@
+"""Property tests: random valid JSON, broken at a random place, then repaired.
+
+Whatever rules_fix returns is valid and keeps everything outside its edits; for the common, recoverable
+breakages (a dropped or extra comma, a cut-off end, a dropped closer) it must also give back the very value the
+document had before it was broken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from dgemma_lsp.lsp.diagnostics import find_issues
+from dgemma_lsp.lsp.repair import jsonc as J
+from dgemma_lsp.lsp.repair import revalidate, rules_fix
+
+keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+scalars = st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.text(max_size=12)
+scalars |= st.floats(allow_nan=False, allow_infinity=False, width=32)
+documents = st.recursive(
+    scalars,
+    lambda kids: st.lists(kids, max_size=5) | st.dictionaries(keys, kids, max_size=5),
+    max_leaves=25,
+)
+containers = st.lists(documents, min_size=1, max_size=5) | st.dictionaries(keys, documents, min_size=1, max_size=5)
+
+# DGEMMA_FUZZ_EXAMPLES raises the example count for a longer local fuzzing run.
+PROPS = settings(
+    max_examples=int(os.environ.get("DGEMMA_FUZZ_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _dump(value: object, indent: int | None) -> str:
+    return json.dumps(value, indent=indent, ensure_ascii=False)
+
+
+def _structural(text: str, kinds: str) -> list[tuple[str, int, int]]:
+    return [t for t in J.tokenize(text) if t[0] in kinds]
+
+
+def _check_fix_is_sound(broken: str, lang: str = "json") -> str | None:
+    fix = rules_fix(broken, lang, None)
+    if fix is None:
+        return None
+    out = fix.apply(broken)
+    assert find_issues(out, lang) == []
+    if lang == "json":
+        json.loads(out)
+    assert revalidate(broken, fix, lang) is None
+    # nothing outside the reported span changed
+    s, e = fix.span
+    tail = len(broken) - e
+    assert out[:s] == broken[:s] and out[len(out) - tail :] == broken[e:]
+    return out
+
+
+@PROPS
+@given(containers, st.sampled_from([None, 2]), st.data())
+def test_dropped_comma_is_restored(value: object, indent: int | None, data: st.DataObject) -> None:
+    text = _dump(value, indent)
+    commas = _structural(text, ",")
+    assume(commas)
+    _, a, b = data.draw(st.sampled_from(commas))
+    broken = text[:a] + text[b:]
+    out = _check_fix_is_sound(broken)
+    assert out is not None
+    assert json.loads(out) == value
+
+
+@PROPS
+@given(containers, st.sampled_from([None, 2]), st.data())
+def test_trailing_comma_is_removed(value: object, indent: int | None, data: st.DataObject) -> None:
+    text = _dump(value, indent)
+    closers = [t for t in _structural(text, "]}") if text[: t[1]].rstrip()[-1] not in "[{"]
+    assume(closers)
+    _, a, _b = data.draw(st.sampled_from(closers))
+    p = len(text[:a].rstrip())
+    broken = text[:p] + "," + text[p:]
+    out = _check_fix_is_sound(broken)
+    assert out is not None
+    assert json.loads(out) == value
+    # in JSONC the same text is fine as it is
+    assert find_issues(broken, "jsonc") == []
+
+
+@PROPS
+@given(containers, st.sampled_from([None, 2]), st.data())
+def test_cut_off_closers_are_restored(value: object, indent: int | None, data: st.DataObject) -> None:
+    text = _dump(value, indent)
+    # cut the trailing run of closers (and the whitespace between them)
+    end = len(text)
+    while end and text[end - 1] in "]} \n":
+        end -= 1
+    cut = data.draw(st.integers(end, len(text) - 1))
+    broken = text[:cut]
+    out = _check_fix_is_sound(broken)
+    assert out is not None
+    assert json.loads(out) == value
+
+
+@PROPS
+@given(containers, st.sampled_from([None, 2]), st.data())
+def test_any_single_character_damage_never_yields_an_invalid_fix(
+    value: object, indent: int | None, data: st.DataObject
+) -> None:
+    text = _dump(value, indent)
+    pos = data.draw(st.integers(0, len(text) - 1))
+    how = data.draw(st.sampled_from(["delete", "insert", "replace"]))
+    ch = data.draw(st.sampled_from(list("{}[],:\"'/ x1\\")))
+    if how == "delete":
+        broken = text[:pos] + text[pos + 1 :]
+    elif how == "insert":
+        broken = text[:pos] + ch + text[pos:]
+    else:
+        broken = text[:pos] + ch + text[pos + 1 :]
+    for lang in ("json", "jsonc"):
+        _check_fix_is_sound(broken, lang)  # None or valid + local; never an invalid edit
+
+
+@PROPS
+@given(containers, st.data())
+def test_jsonc_comments_survive(value: object, data: st.DataObject) -> None:
+    text = _dump(value, 2)
+    lines = text.split("\n")
+    assume(len(lines) > 2)
+    # sprinkle comments at line ends, then drop one comma
+    commented = "\n".join(f"{ln} // c{i}" if i % 2 else ln for i, ln in enumerate(lines))
+    commas = _structural(commented, ",")
+    assume(commas)
+    _, a, b = data.draw(st.sampled_from(commas))
+    broken = commented[:a] + commented[b:]
+    out = _check_fix_is_sound(broken, "jsonc")
+    assert out is not None
+    before = [commented[a:b] for k, a, b in J.tokenize(commented) if k == J.COMMENT]
+    after = [out[a:b] for k, a, b in J.tokenize(out) if k == J.COMMENT]
+    assert before == after
+    assert json.loads(J._blank_jsonc(out)) == value

@@ -1,0 +1,129 @@
+"""The validation gate: what it accepts, and the plausible-looking fixes it must refuse."""
+
+from __future__ import annotations
+
+import json_repair
+import pytest
+
+from dgemma_lsp.lsp.repair import Edit, apply_edits, minimal_edits, validate_edits, validate_fix
+from dgemma_lsp.lsp.repair.model import rewrite_check
+
+
+def _whole(text: str) -> tuple[int, int]:
+    return (0, len(text))
+
+
+def test_accepts_a_minimal_valid_fix() -> None:
+    broken = '{"a": 1, "b": 2,}'
+    assert validate_fix(broken, '{"a": 1, "b": 2}', "json", (15, 16)) is None
+
+
+def test_refuses_json_repair_dropping_the_dollar_of_id() -> None:
+    broken = '{$id: "urn:x", "n": 1}'
+    repaired = json_repair.repair_json(broken)
+    assert '"$id"' not in repaired  # the library's known trap
+    why = validate_fix(broken, repaired, "json", _whole(broken))
+    assert why is not None and "$id" in why
+
+
+def test_refuses_a_fix_that_drops_the_backslashes_of_a_windows_path() -> None:
+    broken = '{"p": "C:\\Users\\me", "n": 1,}'
+    lossy = '{"p": "C:Users\\\\me", "n": 1}'
+    why = validate_fix(broken, lossy, "json", _whole(broken))
+    assert why is not None and "Users" in why
+    good = '{"p": "C:\\\\Users\\\\me", "n": 1}'
+    assert validate_fix(broken, good, "json", _whole(broken)) is None
+
+
+def test_refuses_a_fix_that_strips_jsonc_comments() -> None:
+    broken = '{\n  // why 14\n  "size": 14\n  "tab": 2\n}'
+    stripped = json_repair.repair_json(broken)
+    assert "//" not in stripped
+    assert validate_fix(broken, stripped, "jsonc", _whole(broken)) is not None
+    assert validate_fix(broken, '{\n  // why 14\n  "size": 14,\n  "tab": 2\n}', "jsonc", _whole(broken)) is None
+
+
+def test_refuses_changes_outside_the_span() -> None:
+    broken = '{"a": 1 "b": 2, "c": 3}'
+    fixed = '{"a": 1, "b": 2, "c": 4}'
+    assert "outside" in validate_fix(broken, fixed, "json", (7, 8))
+
+
+def test_refuses_an_insert_that_swallows_text_after_the_span() -> None:
+    # text after the span is byte-identical, but an opened string changes what it means
+    broken = '{"a": 1 "b": "x"}'
+    sneaky = '{"a": "1 "b": "x"}'
+    assert validate_fix(broken, sneaky, "json", (6, 7)) is not None
+    comment = '{"a": 1, /* "b": "x"} */ }'
+    assert validate_fix('{"a": 1, "b": "x"} }', comment, "jsonc", (8, 9)) is not None
+
+
+def test_refuses_a_fix_that_leaves_the_document_broken() -> None:
+    broken = '{"a": [1, 2'
+    assert "problem" in validate_fix(broken, '{"a": [1, 2]', "json", _whole(broken))
+
+
+def test_a_local_fix_may_leave_other_problems_alone() -> None:
+    broken = '{"a": 1,, "b": 2 "c": 3}'
+    one = '{"a": 1, "b": 2 "c": 3}'  # the double comma fixed, the missing comma still there
+    assert validate_fix(broken, one, "json", (8, 9)) is None
+    assert validate_fix(broken, one, "json", (0, len(broken))) is not None  # but not as a whole-document fix
+
+
+def test_refuses_a_value_change_inside_the_span() -> None:
+    broken = '{"a": 1 "b": 2}'
+    assert "value" in validate_fix(broken, '{"a": 1, "b": 3}', "json", (0, len(broken)))
+
+
+def test_markdown_table_fix_must_keep_cells_and_one_width() -> None:
+    broken = "| a | b |\n|---|---|\n| 1 |\n"
+    assert validate_fix(broken, "| a | b |\n|---|---|\n| 1 |  |\n", "markdown", _whole(broken)) is None
+    assert validate_fix(broken, "| a | b |\n|---|---|\n| x |  |\n", "markdown", _whole(broken)) is not None
+    assert validate_fix(broken, "| a | b |\n|---|---|\n| 1 |\n| 2 |\n", "markdown", _whole(broken)) is not None
+
+
+def test_markdown_fence_fix_must_close_the_fence() -> None:
+    broken = "```py\nx = 1\n"
+    assert validate_fix(broken, broken + "```\n", "markdown", _whole(broken)) is None
+    assert validate_fix(broken, broken + "``\n", "markdown", _whole(broken)) is not None
+
+
+def test_validate_edits_checks_far_apart_edits_separately() -> None:
+    head = '{"a": 1,}'
+    body = ",\n".join(f'"k{i}": {i}' for i in range(200))
+    text = "[" + head + ",\n{" + body + "}, [1 2]]"
+    edits = [(8, 9, ""), (len(text) - 4, len(text) - 4, ",")]
+    fixed, why = validate_edits(text, edits, "json", [(8, 9), (len(text) - 4, len(text) - 2)])
+    assert why is None and fixed.endswith("[1, 2]]")
+    _, why = validate_edits(text, edits, "json", [(8, 9)])
+    assert why is not None  # an edit outside the spans
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("", "x"),
+        ("abc", ""),
+        ('{"a": 1,}', '{"a": 1}'),
+        ("line1\nline2\nline3\n", "line1\nLINE2\nline3\nline4\n"),
+        ("x" * 30000 + "a" + "y" * 30000, "x" * 30000 + "b" + "y" * 30000),
+    ],
+)
+def test_minimal_edits_round_trip_and_stay_small(a: str, b: str) -> None:
+    edits = minimal_edits(a, b)
+    assert apply_edits(a, edits) == b
+    assert sum(e.end - e.start for e in edits) <= max(len(a), 1)
+    if len(a) > 1000:
+        assert edits == [Edit(30000, 30001, "b")]
+
+
+def test_rewrite_check_confines_edits_and_refuses_broken_structure() -> None:
+    text = '{"name": "x", "tags": ["a", "b"]}'
+    start, end = text.index('["a"'), text.index("]") + 1
+    edits, why = rewrite_check(text, start, end, '["a", "b", "c"]', "json")
+    assert why is None and all(start <= e.start <= e.end <= end for e in edits)
+    assert apply_edits(text, edits) == '{"name": "x", "tags": ["a", "b", "c"]}'
+    _, why = rewrite_check(text, start, end, '["a", "b"', "json")
+    assert why is not None
+    edits, why = rewrite_check("print(1)\n", 6, 7, "2", "python")  # unknown structure: edits only
+    assert why is None and edits == [Edit(6, 7, "2")]
