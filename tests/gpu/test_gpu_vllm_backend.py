@@ -1,0 +1,167 @@
+"""The vllm backend end to end on the GPU with the tiny checkpoint: streaming, drafts, pins, seeds, cancel.
+
+Runs on the H200 (tests/gpu/run_device.sh); needs vLLM (the kit in ../shared/device) and our plugin installed
+with its entry point (``pip install --no-deps --target``), so every engine process loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dgemma_lsp.backend.contract import Cancelled, CancelToken, CanvasRequest, Committed, Done, Draft
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh"),
+]
+vllm = pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
+
+CANVAS = 32
+LOOP = asyncio.new_event_loop()  # AsyncLLM binds to one loop: every test runs on it
+
+
+def run(coro):
+    return LOOP.run_until_complete(coro)
+
+
+def tiny_for_vllm() -> Path:
+    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+
+    src = ensure_tiny_checkpoint()
+    dst = Path(tempfile.mkdtemp(prefix="tiny-vllm-")) / "model"
+    shutil.copytree(src, dst)
+    gen_path = dst / "generation_config.json"
+    gen = json.loads(gen_path.read_text())
+    # vLLM 0.26 builds its sampler from generation_config.json's sampler_config
+    gen.setdefault("sampler_config", {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": 0.1})
+    gen_path.write_text(json.dumps(gen))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from dgemma_lsp.backend.vllm_backend import VLLMBackend
+
+    b = VLLMBackend(
+        str(tiny_for_vllm()),
+        canvas_length=CANVAS,
+        max_denoising_steps=48,
+        max_model_len=2048,
+        gpu_memory_utilization=0.2,
+        enforce_eager=True,
+    )
+    t0 = time.monotonic()
+    run(b.start())
+    print(f"tiny engine started in {time.monotonic() - t0:.1f}s; features {b.info().detail}")
+    yield b
+    run(b.aclose())
+
+
+async def _events(b, req) -> list:
+    return [ev async for ev in b.generate(req)]
+
+
+def test_plugin_is_active(backend) -> None:
+    d = backend.info().detail
+    assert d["plugin"] and "sampler" in d["plugin_features"] and "draft_tap" in d["plugin_features"]
+
+
+def test_streams_committed_canvases_then_done(backend) -> None:
+    req = CanvasRequest(
+        prompt_ids=[2, 40, 41, 42],
+        canvas_length=CANVAS,
+        max_new_tokens=2 * CANVAS,
+        max_denoising_steps=4,
+        want_drafts=False,
+    )
+    evs = run(_events(backend, req))
+    commits = [e for e in evs if isinstance(e, Committed)]
+    assert isinstance(evs[-1], Done) and commits
+    assert [c.canvas_index for c in commits] == list(range(len(commits)))
+    assert evs[-1].text == "".join(c.text for c in commits)
+    assert all(len(c.token_ids) <= CANVAS for c in commits)
+
+
+def test_drafts_arrive_once_per_step_with_the_step_cap(backend) -> None:
+    req = CanvasRequest(prompt_ids=[2, 50, 51, 52], canvas_length=CANVAS, max_denoising_steps=6, want_drafts=True)
+    evs = run(_events(backend, req))
+    drafts = [e for e in evs if isinstance(e, Draft) and e.canvas_index == 0]
+    steps = [d.step for d in drafts]
+    print("draft steps", steps)
+    assert steps == list(range(1, len(steps) + 1)) and 1 <= len(steps) <= 6
+    assert all(len(d.token_ids) == CANVAS for d in drafts)
+    commit = next(e for e in evs if isinstance(e, Committed))
+    assert commit.token_ids == drafts[-1].token_ids[: len(commit.token_ids)]  # the commit is the last draft
+
+
+def test_pinned_tokens_never_change(backend) -> None:
+    g = torch.Generator().manual_seed(3)
+    seed = torch.randint(3, 400, (CANVAS,), generator=g).tolist()
+    pins = [0, 5, 10, 31]
+    req = CanvasRequest(
+        prompt_ids=[2, 60, 61],
+        canvas_length=CANVAS,
+        max_denoising_steps=8,
+        seed_canvas=seed,
+        pinned=pins,
+        want_drafts=True,
+    )
+    evs = run(_events(backend, req))
+    drafts = [e for e in evs if isinstance(e, Draft)]
+    assert drafts
+    for d in drafts:
+        assert [d.token_ids[p] for p in pins] == [seed[p] for p in pins]
+    commit = next(e for e in evs if isinstance(e, Committed))
+    assert all(commit.token_ids[p] == seed[p] for p in pins if p < len(commit.token_ids))
+
+
+def test_rng_seed_reproduces_a_canvas(backend) -> None:
+    def once(seed: int) -> list[int]:
+        req = CanvasRequest(
+            prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=seed, want_drafts=False
+        )
+        return next(e for e in run(_events(backend, req)) if isinstance(e, Committed)).token_ids
+
+    a, b, c = once(42), once(42), once(43)
+    assert a == b
+    assert a != c
+
+
+def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend) -> None:
+    async def go() -> tuple[int, float, int]:
+        tok = CancelToken()
+        req = CanvasRequest(
+            prompt_ids=[2, 80, 81],
+            canvas_length=CANVAS,
+            max_new_tokens=8 * CANVAS,
+            max_denoising_steps=48,
+            want_drafts=True,
+            cancel=tok,
+        )
+        n_after = 0
+        t_cancel = None
+        with pytest.raises(Cancelled):
+            async for ev in backend.generate(req):
+                if isinstance(ev, Draft):
+                    if t_cancel is None and ev.step >= 3:
+                        tok.cancel()
+                        t_cancel = time.monotonic()
+                    elif t_cancel is not None:
+                        n_after += 1
+        dt = time.monotonic() - t_cancel
+        await asyncio.sleep(0.2)
+        left = backend._engine.output_processor.get_num_unfinished_requests()
+        return n_after, dt, left
+
+    n_after, dt, left = run(go())
+    print(f"cancel: {n_after} draft(s) after cancel, stream closed after {dt * 1000:.1f} ms, {left} left in engine")
+    assert n_after <= 1
+    assert left == 0
