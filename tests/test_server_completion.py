@@ -43,6 +43,9 @@ async def test_model_load_reported_with_progress(lsp):
     assert loads, "no $/progress for the model load"
     first = loads[0]
     assert first[0].title == "DiffusionGemma" and first[-1].kind == "end" and "ready" in first[-1].message
+    assert any(r.kind == "report" for r in first)
+    # --log-file gets the same story
+    assert "backend ready" in lsp.log_path.read_text()
 
 
 def detail(st: dict) -> dict:

@@ -158,6 +158,17 @@ async def test_fix_all_command_applies_a_valid_edit(lsp):
     assert json.loads(apply(text, applied.changes[uri])) == {"a": [1, 2], "b": {"c": 3}}
 
 
+async def test_fix_all_auto_falls_back_to_rules_when_the_model_fails(lsp):
+    """Default ``repair = auto``: the (random-weight) model gets its attempts; a validated fix is applied either way."""
+    uri = "file:///s/auto.json"
+    text = '{"keep": "C:\\\\Users", "list": [1, 2,]}\n'
+    open_doc(lsp, uri, text, "json")
+    result = await execute(lsp, "dgemma.fixStructure", {"uri": uri})
+    assert result["applied"] is True and result["kind"] in ("model", "rules")
+    fixed = apply(text, lsp.applied[-1].changes[uri])
+    assert json.loads(fixed) == {"keep": "C:\\Users", "list": [1, 2]}
+
+
 async def test_complete_markdown_table_action(lsp):
     uri = "file:///s/table.md"
     text = "Intro\n\n| name | qty |\n| apple | 3 |\n| pear |\n"

@@ -1,0 +1,98 @@
+"""Fast in-process checks of the server's own pure parts: the incremental document store, settings layering,
+stats percentiles and the typing-through matcher."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dgemma_lsp.config import ConfigError, Settings
+from dgemma_lsp.lsp.completion import CompletionEngine, _Answer, _Shown
+from dgemma_lsp.lsp.documents import DocumentStore
+from dgemma_lsp.lsp.settings import SettingsManager, extract
+from dgemma_lsp.lsp.stats import Stats, percentile
+from dgemma_lsp.lsp.text import LineIndex
+
+
+def test_incremental_edits_match_a_fresh_index():
+    store = DocumentStore()
+    doc = store.open("file:///a", "python", 1, "a\r\nbc\rd\n")
+    doc.apply_change((1, 2), (1, 2), "\n")  # after the lone "\r" of line 1... inserted before it
+    doc.apply_change((0, 1), (0, 1), "\U0001f600")  # astral character: 2 UTF-16 units
+    doc.apply_change((0, 3), (1, 0), "")  # join lines 0 and 1 (UTF-16 column 3 = after the emoji)
+    fresh = LineIndex(doc.text)
+    assert doc.index.line_count == fresh.line_count
+    for n in range(fresh.line_count):
+        assert doc.index.line(n) == fresh.line(n)
+
+
+def test_out_of_range_edit_is_clamped_with_a_warning():
+    doc = DocumentStore().open("file:///b", "python", 1, "abc\n")
+    warning = doc.apply_change((5, 0), (9, 9), "tail")
+    assert warning and "clamped" in warning
+    assert doc.text == "abc\ntail"
+
+
+def test_request_positions():
+    doc = DocumentStore().open("file:///c", "python", 1, "ab\U0001f600c\nx")
+    assert doc.offset(0, 99) == 4  # past the line end: clamped (LSP rule)
+    assert doc.offset(0, 4) == 3  # after the emoji
+    with pytest.raises(ValueError, match="surrogate"):
+        doc.offset(0, 3)
+    with pytest.raises(ValueError, match="past the end"):
+        doc.offset(7, 0)
+
+
+chunks = st.lists(st.sampled_from(["a", "\n", "\r", "\r\n", "é", "\U0001f600", " "]), max_size=12).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(start=chunks, edits=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), chunks), max_size=8))
+def test_random_edits_equal_string_splicing(start, edits):
+    doc = DocumentStore().open("file:///d", "x", 1, start)
+    text = start
+    for a, b, new in edits:
+        a, b = sorted((min(a, len(text)), min(b, len(text))))
+        if text[a - 1 : a + 1] == "\r\n" or text[b - 1 : b + 1] == "\r\n":
+            continue  # inside a line break: not an LSP position
+        sa, sb = LineIndex(text).position(a), LineIndex(text).position(b)
+        doc.apply_change(sa, sb, new)
+        text = text[:a] + new + text[b:]
+        assert doc.text == text
+        assert doc.index.line_count == LineIndex(text).line_count
+
+
+def test_settings_layering_and_bad_values():
+    base = Settings(debounce_ms=10)
+    mgr = SettingsManager(base, cli_overrides={"denoising_steps": 9})
+    s, warnings, changed = mgr.update(init_options={"dgemma": {"debounceMs": 20, "denoisingSteps": 3, "bogus": 1}})
+    assert s.debounce_ms == 20 and s.denoising_steps == 9  # command-line flags win
+    assert any("bogus" in w for w in warnings) and "debounce_ms" in changed
+    s, _, _ = mgr.update(workspace={"debounce_ms": 30})
+    assert s.debounce_ms == 30
+    with pytest.raises(ConfigError):
+        mgr.update(workspace={"maxConcurrent": 8})
+    assert mgr.current.debounce_ms == 30 and mgr.workspace == {"debounce_ms": 30}
+    assert extract({"dgemma": None}) == {} and extract([1]) == {}
+
+
+def test_stats_percentiles_and_running_counts():
+    assert percentile([], 50) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) in (2.0, 3.0)
+    stats = Stats()
+    stats.generation_started("u")
+    stats.generation_started("u")
+    stats.generation_ended("u", "cancelled")
+    snap = stats.snapshot()
+    assert snap["max_running_per_document"] == 2 and snap["generations_running"] == 1
+    assert snap["counts"]["generations_cancelled"] == 1
+
+
+def test_typing_through_matcher():
+    shown = _Shown(prefix_tail="x = foo(", suffix_head=")\n", answer=_Answer(["bar, baz)"], ")", "t"))
+    got = CompletionEngine._typing_through(shown, "x = foo(ba", ")\n")
+    assert got is not None and got.texts == ["r, baz)"]
+    assert CompletionEngine._typing_through(shown, "x = foo(bx", ")\n") is None  # typed something else
+    assert CompletionEngine._typing_through(shown, "x = foo(ba", "\n") is None  # the suffix changed
+    assert CompletionEngine._typing_through(shown, "x = foo(bar, baz", ")\n") is None  # all typed
