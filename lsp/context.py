@@ -324,21 +324,25 @@ def _indent_of(line: str) -> str:
 
 
 def indent_unit(ctx: CursorContext) -> str:
-    """The file's indentation step: a tab, or the smallest positive indent difference between lines."""
+    """The file's indentation step: a tab, or the most common indent increase (2..8) between lines."""
     before = ctx.prefix[-8000:]
     if ctx.line_prefix and not ctx.line_prefix.strip():
         before += "x"  # the cursor's own (auto-)indentation is evidence too
     lines = [ln for ln in _BREAK.split(before + ctx.suffix[:4000]) if ln.strip()]
     if any(ln.startswith("\t") for ln in lines):
         return "\t"
-    best = 0
+    # The most common increase, not the smallest: C++ access specifiers (" public:") and aligned
+    # continuation lines make odd small steps.
+    counts: dict[int, int] = {}
     prev = 0
     for ln in lines:
         n = len(ln) - len(ln.lstrip(" "))
-        if n > prev and (best == 0 or n - prev < best):
-            best = n - prev
+        if 2 <= n - prev <= 8:
+            counts[n - prev] = counts.get(n - prev, 0) + 1
         prev = n
-    return " " * (best if 2 <= best <= 8 else 4)
+    if not counts:
+        return "    "
+    return " " * max(counts, key=lambda k: (counts[k], -k))
 
 
 def plan_completion(ctx: CursorContext, settings: Any) -> CompletionPlan:

@@ -241,15 +241,27 @@ _COLUMN_ZERO_OK = re.compile(
 )
 
 
-def _restarts_at_column_zero(lines: list[str]) -> bool:
+# Brace languages: what may start in column 0 after a blank line (top-level declarations).
+_TOP_LEVEL = re.compile(
+    r"^(function|class|export|import|const|let|var|async|namespace|template|struct|enum|union|typedef|using|static"
+    r"|inline|extern|constexpr|void|int|bool|char|auto|fn|pub|impl|mod|use|type|interface|package|func|module"
+    r"|public|private|protected|#|//|/\*)\b"
+)
+
+
+def _restarts_at_column_zero(lines: list[str], language_id: str) -> bool:
     """True when the answer's later lines were written from column 0 (relative to the first line).
 
-    Absolute code returns to column 0 only to start a new top-level definition (after a blank line) or to
-    close/continue a block (``}``, ``else:``); a plain statement in column 0 right after a non-blank line
-    means the model restarted the indentation.
+    Absolute code returns to column 0 only to close/continue a block (``}``, ``else:``) or to start a new
+    top-level definition after a blank line; a plain statement in column 0 right after a non-blank line
+    (in brace languages: also after a blank line, unless it is a top-level declaration) means the model
+    restarted the indentation.
     """
+    braces = language_id not in INDENT_LANGS
     for prev, line in zip(lines, lines[1:], strict=False):
-        if line.strip() and prev.strip() and not _indent_of(line) and not _COLUMN_ZERO_OK.match(line):
+        if not line.strip() or _indent_of(line) or _COLUMN_ZERO_OK.match(line):
+            continue
+        if prev.strip() or (braces and not _TOP_LEVEL.match(line)):
             return True
     return False
 
@@ -294,7 +306,7 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
             if len(_indent_of(cont[0])) <= len(first_eff) and line_prefix and step == len(indent_unit(ctx)):
                 # The block under the first line is not deeper than it: lines are relative to the first line.
                 return lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
-        if line_prefix and _restarts_at_column_zero(lines):
+        if line_prefix and _restarts_at_column_zero(lines, ctx.language_id):
             return lines[:1] + [line_prefix + ln if ln.strip() else ln for ln in lines[1:]]
         return lines
     # End of a line that opens a block: the body starts on the next line, one step deeper. After "(", "[",
