@@ -1,0 +1,206 @@
+"""Model-driven repair: the real tiny DiffusionGemma through the transformers backend, plus scripted model
+answers (a fake *generate* below model_fix, named as such) for the outcomes random weights cannot produce."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from dgemma_lsp.backend.contract import BackendError, CanvasEvent, CanvasRequest, Committed, Done, Stats
+from dgemma_lsp.config import Settings
+from dgemma_lsp.lsp.diagnostics import find_issues
+from dgemma_lsp.lsp.repair import complete_table, model_fix, repair, revalidate
+
+BROKEN = '{\n  "name": "x",\n  "tags": ["a", "b",],\n  "n": 1\n}\n'
+FIXED = '{\n  "name": "x",\n  "tags": ["a", "b"],\n  "n": 1\n}\n'
+
+
+@pytest.fixture(scope="module")
+def tiny_settings(tiny_checkpoint: Path) -> Settings:
+    # few steps keep the random-weight model quick on a 2-core CPU; every attempt is still a real generation
+    return Settings(model=str(tiny_checkpoint), device="cpu", denoising_steps=2, repair_attempts=3, seed=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_backend(tiny_settings: Settings) -> Iterator[object]:
+    from dgemma_lsp.backend.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend.from_settings(tiny_settings)
+    asyncio.run(backend.start())
+    yield backend
+    asyncio.run(backend.aclose())
+
+
+# -- the real tiny model (random weights: its answers are garbage, and garbage must never be offered) ----------
+
+
+async def test_tiny_model_garbage_is_never_offered(tiny_backend, tiny_settings: Settings) -> None:
+    issue = find_issues(BROKEN, "json")[0]
+    trace: list[dict] = []
+    fix = await model_fix(
+        BROKEN,
+        "json",
+        issue,
+        tiny_backend.generate,
+        settings=tiny_settings,
+        tokenizer=tiny_backend.tokenizer,
+        trace=trace,
+    )
+    assert fix is None
+    assert len(trace) == 3  # one real generation per attempt
+    assert all(isinstance(r["output"], str) and r["reason"] for r in trace)
+    assert [r["rng_seed"] for r in trace] == [0, 1, 2]  # another seed each time
+    assert [r["steps"] for r in trace] == [2, 4, 6]  # and more denoising steps
+    # the lines before the broken one were pinned: the backend kept them verbatim in every answer
+    assert all(r["output"].startswith('{\n  "name": "x",\n') for r in trace)
+
+
+async def test_auto_mode_offers_the_labelled_rules_fallback(tiny_backend, tiny_settings: Settings) -> None:
+    issue = find_issues(BROKEN, "json")[0]
+    trace: list[dict] = []
+    fixes = await repair(
+        BROKEN,
+        "json",
+        issue,
+        mode="auto",
+        generate=tiny_backend.generate,
+        settings=tiny_settings,
+        tokenizer=tiny_backend.tokenizer,
+        trace=trace,
+    )
+    assert len(trace) == 3
+    assert [f.kind for f in fixes] == ["rules"]
+    assert "fallback" in fixes[0].title and "deterministic" in fixes[0].title
+    assert fixes[0].apply(BROKEN) == FIXED
+
+
+async def test_model_mode_offers_nothing_when_the_model_fails(tiny_backend, tiny_settings: Settings) -> None:
+    fixes = await repair(
+        BROKEN,
+        "json",
+        None,
+        mode="model",
+        generate=tiny_backend.generate,
+        settings=tiny_settings,
+        tokenizer=tiny_backend.tokenizer,
+    )
+    assert fixes == []
+
+
+async def test_complete_table_with_the_tiny_model_falls_back_to_padding(tiny_backend, tiny_settings) -> None:
+    doc = "# T\n\n| a | b | c |\n| 1 |\n| 2 | 3 |\n\nend\n"
+    fixes = await complete_table(
+        doc,
+        doc.index("| 1"),
+        generate=tiny_backend.generate,
+        settings=tiny_settings,
+        attempts=2,
+        tokenizer=tiny_backend.tokenizer,
+    )
+    assert [f.kind for f in fixes] == ["rules"]
+    assert fixes[0].apply(doc) == "# T\n\n| a | b | c |\n| --- | --- | --- |\n| 1 |  |  |\n| 2 | 3 |  |\n\nend\n"
+
+
+# -- scripted answers (fake generate, below the layer under test) ------------------------------------------------
+
+
+class FakeGenerate:
+    """Fake model: answers each request with the next scripted text (and records the requests)."""
+
+    def __init__(self, *answers: str | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[CanvasRequest] = []
+
+    async def __call__(self, req: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+        self.requests.append(req)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        yield Committed(0, req.max_denoising_steps, answer)
+        yield Done(answer, Stats(backend="fake"))
+
+
+async def test_a_valid_answer_on_the_second_attempt_becomes_a_minimal_model_fix() -> None:
+    issue = find_issues(BROKEN, "json")[0]
+    window_fixed = FIXED  # the window is the whole (small) document here
+    fake = FakeGenerate('{\n  "name": "x",\n  "tags": ["a" "b"]]\n', window_fixed)
+    fix = await model_fix(BROKEN, "json", issue, fake, attempts=3, settings=Settings(seed=7, denoising_steps=4))
+    assert fix is not None and fix.kind == "model" and "DiffusionGemma" in fix.title
+    assert "attempt 2/3" in fix.detail
+    assert [r.rng_seed for r in fake.requests] == [7, 8]
+    comma = BROKEN.index(",]")
+    assert [(e.start, e.end, e.new_text) for e in fix.edits] == [(comma, comma + 1, "")]
+    assert revalidate(BROKEN, fix, "json") is None
+
+
+async def test_seed_canvas_and_pins_cover_the_text_before_the_broken_span(tiny_backend) -> None:
+    issue = find_issues(BROKEN, "json")[0]
+    fake = FakeGenerate("garbage")
+    await model_fix(BROKEN, "json", issue, fake, attempts=1, settings=Settings(), tokenizer=tiny_backend.tokenizer)
+    (req,) = fake.requests
+    tok = tiny_backend.tokenizer
+    head = tok.encode('{\n  "name": "x",\n', add_special_tokens=False)
+    assert list(req.seed_canvas[: len(head)]) == head
+    assert list(req.pinned) == list(range(len(head)))
+    assert tok.decode(req.seed_canvas) == BROKEN
+    assert req.canvas_length >= len(req.seed_canvas)
+    assert "Reply with the corrected excerpt only" in req.messages[0].content
+
+
+async def test_answers_that_change_values_or_text_outside_the_span_are_refused() -> None:
+    broken = '{\n  $id: "urn:x",\n  "p": "C:\\\\Users"\n}\n'
+    issue = find_issues(broken, "json")[0]
+    fake = FakeGenerate(
+        '{\n  "id": "urn:x",\n  "p": "C:\\\\Users"\n}\n',  # json-repair's $id -> id
+        '{\n  "$id": "urn:x",\n  "p": "C:Users"\n}\n',  # fixes the key but rewrites a line outside the span
+        '{\n  "$id": "urn:x",\n  "p": "C:\\\\Users"\n}\n',  # right
+    )
+    trace: list[dict] = []
+    fix = await model_fix(broken, "json", issue, fake, attempts=3, settings=Settings(), trace=trace)
+    assert fix is not None and json.loads(fix.apply(broken)) == {"$id": "urn:x", "p": "C:\\Users"}
+    assert "$id" in trace[0]["reason"] or "id" in trace[0]["reason"]
+    assert trace[1]["reason"] is not None and trace[2]["reason"] is None
+
+
+async def test_fenced_answers_are_unwrapped_and_backend_errors_retried() -> None:
+    issue = find_issues(BROKEN, "json")[0]
+    fake = FakeGenerate(BackendError("boom"), "```json\n" + FIXED + "```")
+    trace: list[dict] = []
+    fix = await model_fix(BROKEN, "json", issue, fake, attempts=2, settings=Settings(), trace=trace)
+    assert fix is not None and fix.apply(BROKEN) == FIXED
+    assert "boom" in trace[0]["reason"]
+
+
+async def test_json_fence_in_markdown_shows_the_model_json_only() -> None:
+    doc = '# Config\n\n```json\n{"a": 1,}\n```\n\nMore text.\n'
+    issue = find_issues(doc, "markdown")[0]
+    assert issue.language == "json"
+    fake = FakeGenerate('{"a": 1}\n')
+    fix = await model_fix(doc, "markdown", issue, fake, attempts=1, settings=Settings())
+    assert "```" not in fake.requests[0].messages[1].content.split("repair:\n", 1)[1]
+    assert fix is not None and fix.apply(doc) == doc.replace("1,}", "1}")
+
+
+async def test_whole_document_model_fix_and_rules_mode_never_calls_the_model() -> None:
+    fake = FakeGenerate(FIXED)
+    fixes = await repair(BROKEN, "json", None, mode="auto", generate=fake, settings=Settings())
+    assert [f.kind for f in fixes] == ["model"]  # the rules fix has the same edits: one action is enough
+    never = FakeGenerate()  # no answers: any call would fail the test
+    fixes = await repair(BROKEN, "json", None, mode="rules", generate=never, settings=Settings())
+    assert [f.kind for f in fixes] == ["rules"] and never.requests == []
+
+
+async def test_complete_table_model_fill_is_checked_cell_by_cell() -> None:
+    doc = "| a | b |\n| 1 |\n| 2 | 3 |\n"
+    good = "| a | b |\n| --- | --- |\n| 1 | one |\n| 2 | 3 |\n"
+    changed = "| a | b |\n| --- | --- |\n| 9 | one |\n| 2 | 3 |\n"
+    fake = FakeGenerate(changed, good)
+    trace: list[dict] = []
+    fixes = await complete_table(doc, 0, generate=fake, settings=Settings(), attempts=2, trace=trace)
+    assert [f.kind for f in fixes] == ["model", "rules"]
+    assert fixes[0].apply(doc) == good
+    assert "changed" in trace[0]["reason"]
