@@ -53,7 +53,7 @@ async def test_discovery_stream_and_info(server: ServerProcess) -> None:
     be = backend_for(server.base_url)
     try:
         await be.start()
-        assert be.model.endswith("tiny-llama-remote-v1")  # first (only) model of /v1/models
+        assert be.model.endswith(ensure_tiny_llama().name)  # first (only) model of /v1/models
         events = [ev async for ev in be.generate(ask(24, rng_seed=1))]
         done = events[-1]
         assert isinstance(done, Done)
