@@ -113,6 +113,7 @@ class CompletionEngine:
         log_fn: LogFn,
         on_backend_failure: Callable[[BackendError], None] | None = None,
         snippets: Callable[[Document], list[Snippet]] | None = None,
+        not_ready: Callable[[], str] | None = None,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -121,6 +122,8 @@ class CompletionEngine:
         self._log = log_fn
         self._on_backend_failure = on_backend_failure
         self._snippets = snippets
+        self._not_ready = not_ready
+        self._last_not_ready: tuple[str, float] = ("", 0.0)
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
         self._sem: asyncio.Semaphore | None = None
@@ -187,9 +190,14 @@ class CompletionEngine:
             return self._items(doc, cur_line, cur_char, hit, request_id)
 
         backend = self._backend()
-        if backend is None or not getattr(backend.info(), "ready", False):
+        if backend is None:
             self.stats.inc("not_ready")
-            self._log(logging.INFO, "inline completion skipped: the model is still loading or unavailable")
+            reason = self._not_ready() if self._not_ready else "the model is not loaded"
+            now = time.monotonic()
+            # one line per state, not one per keystroke
+            if reason != self._last_not_ready[0] or now - self._last_not_ready[1] > 10:
+                self._last_not_ready = (reason, now)
+                self._log(logging.INFO, f"inline completion skipped: {reason}")
             return []
 
         previous = st.job

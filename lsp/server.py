@@ -171,6 +171,7 @@ class DGemmaServer(LanguageServer):
             log_fn=self.log_line,
             on_backend_failure=self._backend_failed,
             snippets=self._snippets,
+            not_ready=self._not_ready_reason,
         )
         # Diagnostics run here, off the event loop, one at a time (a 1 MB scan must not stall typing).
         self._diag_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgemma-diag")
@@ -227,6 +228,11 @@ class DGemmaServer(LanguageServer):
 
     def document(self, uri: str) -> Document | None:
         return self.docs.get(uri)
+
+    def _not_ready_reason(self) -> str:
+        if self.backend_state == "failed" and not self._loading():
+            return f"the backend failed: {self.backend_error}"
+        return "the model is still loading"
 
     def _snippets(self, doc: Document) -> list[Any]:
         """Heads of other recently edited open documents of the same language (extra prompt context)."""

@@ -195,3 +195,30 @@ async def test_backend_death_reloads_and_requests_during_load_are_empty(lsp):
 
 async def _ready(client):
     return (await status(client))["backend"]["state"] == "ready"
+
+
+async def test_backend_that_cannot_load_then_recovers(lsp):
+    """A model that cannot load: the server says why once, answers [] meanwhile, structure fixes still work."""
+    uri = "file:///r/noload.py"
+    open_doc(lsp, uri, "def k():\n    return ")
+    mark = len(lsp.log_messages)
+    await configure(lsp, model="/nonexistent/dgemma-model")
+    try:
+        await wait_until(lambda: _state(lsp, "failed"), timeout=60)
+        assert await complete(lsp, uri, 1, 11) == []
+        assert await complete(lsp, uri, 1, 10) == []
+        text = logs_since(lsp, mark)
+        assert "could not start" in text and "nonexistent" in text
+        assert text.count("inline completion skipped") == 1  # one line, not one per keystroke
+        json_uri = "file:///r/noload.json"
+        open_doc(lsp, json_uri, '{"a": [1,]}', "json")
+        result = await execute(lsp, "dgemma.fixStructure", {"uri": json_uri})
+        assert result["applied"] is True and result["kind"] == "rules"
+    finally:
+        await configure(lsp)
+    await wait_until(lambda: _ready(lsp), timeout=120)
+    await works(lsp, "file:///r/noload-after.py")
+
+
+async def _state(client, state: str):
+    return (await status(client))["backend"]["state"] == state
