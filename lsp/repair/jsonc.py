@@ -135,6 +135,21 @@ class _NoLineNumbers(str):
         return -1
 
 
+# (text, its _NoLineNumbers copy): the many fences of one Markdown file share one copy. One tuple, swapped whole,
+# so concurrent diagnostics threads never pair a text with another text's copy.
+_LAST_SOURCE: tuple[str, str] = ("", _NoLineNumbers(""))
+
+
+def _scan_source(text: str) -> str:
+    global _LAST_SOURCE
+    last = _LAST_SOURCE
+    if last[0] is text:
+        return last[1]
+    copy = _NoLineNumbers(text)
+    _LAST_SOURCE = (text, copy)
+    return copy
+
+
 class _Lexer:
     """:func:`tokenize` as a resumable iterator that can also hand a whole valid value to the C scanner."""
 
@@ -178,7 +193,7 @@ class _Lexer:
             return None
         try:
             if self._scan_src is None:
-                self._scan_src = _NoLineNumbers(text)
+                self._scan_src = _scan_source(text)
             _, e = _SCAN_ONCE(self._scan_src, p)
         except (StopIteration, ValueError, RecursionError):
             return None
