@@ -131,6 +131,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.tap: set[int] = set()
             self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
             self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
+            self._segments = torch.arange(0, (n + 1) * cl, cl, device=dev, dtype=torch.int32)
             # Host mirror of is_encoder_phase, refreshed by a non-blocking copy at the end of each step: the next
             # step reads it without stalling vLLM's async scheduling (the GPU is busy with the next forward).
             self._phase_np = np.zeros((n,), dtype=bool)
@@ -336,7 +337,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             row_seeds = _mix_seed(base, states.step[slots].to(torch.int64)[:, None], pos[None, :])
             if seeded:
                 # seeded renoise from the same per-row seeds (integer hash on the GPU: no host sync)
-                rows = torch.tensor([i for i, _ in seeded], device=dev)
+                rows = async_copy_to_gpu(np.array([i for i, _ in seeded], dtype=np.int64), device=dev)
                 h = (row_seeds[rows] * 2_654_435_761 + 97) % 4_294_967_291
                 random_tokens[rows] = (h % self.vocab_size).to(random_tokens.dtype)
             pinned = (self.pin_mask[slots] & self.pin_active[slots, None]).reshape(-1)
@@ -347,11 +348,12 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 renoise_tokens=random_tokens.reshape(-1),
                 seed=row_seeds.reshape(-1).to(torch.int32),
                 entropy_bound=self.bound[slots],
-                segments=torch.arange(0, (nd + 1) * cl, cl, device=dev, dtype=torch.int32),
+                segments=self._segments[: nd + 1],
                 pinned=pinned,
                 pinned_tokens=self.pin_tok[slots].reshape(-1),
                 probs_dtype=self.embed_weight.dtype,
                 widths=width,
+                max_segment=cl,
                 impl="triton",
             )
             argmax_tokens = out.argmax.view(nd, cl)
@@ -402,7 +404,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             rows = [i for i, s in enumerate(decode_slots_np.tolist()) if s in self.tap]
             if not rows:
                 return
-            idx = torch.tensor(rows, device=argmax_tokens.device)
+            idx = async_copy_to_gpu(np.array(rows, dtype=np.int64), device=argmax_tokens.device)
             # non-blocking copies into pinned memory; the tap thread waits for them, the engine does not
             toks = torch.empty((len(rows), argmax_tokens.shape[1]), dtype=torch.int32, pin_memory=True)
             steps = torch.empty((len(rows),), dtype=torch.int32, pin_memory=True)

@@ -213,6 +213,7 @@ def denoise_step(
     scaled_dtype: torch.dtype | None = None,
     probs_dtype: torch.dtype | None = None,
     widths: torch.Tensor | None = None,
+    max_segment: int | None = None,
     impl: str = "auto",
     block_v: int = 2048,
 ) -> StepOutput:
@@ -223,7 +224,8 @@ def denoise_step(
     ``[0, ..., N]`` for 2D input. Give ``noise`` (N, V) uniform in (0, 1) for a reproducible sample, or ``seed`` for
     in-kernel Philox noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
     generator). ``probs_dtype`` also returns ``softmax(scaled)`` (the self-conditioning input); ``widths`` (one int
-    per request) excludes rows past a request's canvas width from acceptance.
+    per request) excludes rows past a request's canvas width from acceptance. In a hot loop give ``segments`` as an
+    int32 tensor on the logits' device and ``max_segment`` (the longest request): then nothing waits for the GPU.
     ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
     """
     if logits.ndim == 3:
@@ -308,7 +310,10 @@ def denoise_step(
     accepted = torch.empty(n, dtype=torch.int8, device=dev)
     next_canvas = torch.empty(n, dtype=torch.int64, device=dev)
     draft = torch.empty(n, dtype=torch.int64, device=dev)
-    max_len = int((offsets[1:] - offsets[:-1]).max()) if n_req else 0
+    if max_segment is not None:
+        max_len = max_segment
+    else:
+        max_len = int((offsets[1:] - offsets[:-1]).max()) if n_req else 0
     if n and max_len:
         block_i = 64
         pins_i8 = pinned.to(torch.int8).contiguous() if pinned is not None else accepted

@@ -48,6 +48,8 @@ def segment_offsets(n_rows: int, segments: torch.Tensor | list[int] | None, devi
     """Request boundaries as int32 offsets ``[0, end_0, end_1, ..., N]`` (None = one request over all rows)."""
     if segments is None:
         return torch.tensor([0, n_rows], dtype=torch.int32, device=device)
+    if torch.is_tensor(segments) and segments.device == torch.device(device) and segments.dtype == torch.int32:
+        return segments  # trusted as given: validating a device tensor would stall the stream (a host sync)
     seg = torch.as_tensor(segments, dtype=torch.int32, device=device)
     if seg.ndim != 1 or seg.numel() < 2 or int(seg[0]) != 0 or int(seg[-1]) != n_rows:
         raise ValueError("segments must be offsets [0, ..., N] over the rows")

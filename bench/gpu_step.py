@@ -1,0 +1,447 @@
+"""GPU step benchmark: DiffusionGemma-26B-A4B architecture with random weights, side by side.
+
+Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON lines and prints a table):
+
+* ``floors``  — measured copy bandwidth and bf16 matmul rate, and from them each step's floor (weight bytes the
+  step must read, counting the experts its tokens touch, over bandwidth; FLOPs over the matmul rate).
+* ``kernels`` — the sampling part of one step alone (vocab 262144): vLLM 0.26's pipeline (its
+  ``_compiled_sample_step`` phases re-stated in PyTorch, eager and ``torch.compile``) vs our two Triton kernels.
+* ``transformers`` — transformers 5.x built from the real config in bf16 on the GPU: prefill 1k/8k and one
+  denoising step (canvas 256/64/32, batch 1/4), with transformers' sampling and with our kernels (``use_kernels``).
+* ``vllm`` — vLLM engines (``load_format="dummy"``), each in its own process: native (our plugin off,
+  detokenize on: what a stock client gets) and ours (plugin on, detokenize off: what our backend does), stepped
+  one engine step at a time (in-process engine core) so every step is timed: prefill, denoising step, commit step,
+  at 1k/8k context, batch 1/4. Then a single-line suggestion through ``VLLMBackend`` (1k context cached, canvas
+  32 on a canvas-64 engine, 8 steps), p50/p90.
+
+The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
+decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
+
+    python3 bench/gpu_step.py --parts floors,kernels,transformers --out $OUT/gpu_step.jsonl
+    python3 bench/gpu_step.py --parts vllm --out $OUT/gpu_step.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONFIG_DIR = HERE / "configs" / "diffusiongemma-26b-a4b"
+VOCAB = 262144
+ROWS: list[dict] = []
+OUT: Path | None = None
+
+
+def emit(row: dict) -> None:
+    row = {"t": time.strftime("%H:%M:%S"), **row}
+    ROWS.append(row)
+    print("ROW " + json.dumps(row), flush=True)
+    if OUT is not None:
+        with OUT.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------ floors
+def part_floors() -> dict:
+    import torch
+    import triton.testing as tt
+
+    n = 1 << 30  # 1 GiB
+    a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    ms = tt.do_bench(lambda: b.copy_(a), warmup=50, rep=300, return_mode="median")
+    bw = 2 * n / (ms * 1e-3)
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms_mm = tt.do_bench(lambda: x @ y, warmup=50, rep=300, return_mode="median")
+    flops = 2 * 8192**3 / (ms_mm * 1e-3)
+    emit({"part": "floors", "copy_TBps": round(bw / 1e12, 3), "bf16_TFLOPs": round(flops / 1e12, 1)})
+    cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
+    for tokens in (256, 64, 32, 1024, 128):
+        f = step_floor(cfg, tokens, bw, flops)
+        emit({"part": "floor", "tokens": tokens, **f})
+    return {"bw": bw, "flops": flops}
+
+
+def step_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024) -> dict:
+    """Bytes a denoising step over ``tokens`` canvas tokens must read (bf16 weights, touched experts, KV)."""
+    h, layers, e, k, ne = (cfg[x] for x in ("hidden_size", "num_hidden_layers", "num_experts", "top_k_experts",
+                                             "moe_intermediate_size"))  # fmt: skip
+    inter, v = cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kvh, hd, gkvh, ghd = (cfg[x] for x in ("num_attention_heads", "num_key_value_heads", "head_dim",
+                                                  "num_global_key_value_heads", "global_head_dim"))  # fmt: skip
+    n_full = sum(t == "full_attention" for t in cfg["layer_types"])
+    n_slide = layers - n_full
+    attn_slide = h * heads * hd * 2 + h * kvh * hd * 2  # q, o + k, v
+    attn_full = h * heads * ghd * 2 + h * gkvh * ghd  # k == v on full layers
+    dense = 3 * h * inter
+    expert = 3 * h * ne
+    touched = e * (1 - (1 - k / e) ** tokens)  # expected distinct experts hit by the step's tokens
+    params = n_slide * attn_slide + n_full * attn_full + layers * (dense + touched * expert + h * e) + v * h
+    kv = 2 * (n_slide * min(ctx, cfg["sliding_window"]) * kvh * hd + n_full * ctx * gkvh * ghd)
+    nbytes = 2 * params + kv
+    active = n_slide * attn_slide + n_full * attn_full + layers * (dense + k * expert) + v * h
+    fl = 2 * active * tokens
+    return {
+        "experts_touched": round(touched, 1),
+        "GB": round(nbytes / 1e9, 2),
+        "bytes_ms": round(nbytes / bw * 1e3, 2),
+        "GFLOP": round(fl / 1e9),
+        "flops_ms": round(fl / flops * 1e3, 2),
+        "floor_ms": round(max(nbytes / bw, fl / flops) * 1e3, 2),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+def vllm026_sample_torch(logits, temp, embed, bound: float):
+    """The work of vLLM 0.26's ``_compiled_sample_step`` phases 1-4 + the soft embedding, re-stated."""
+    import torch
+
+    nd = temp.shape[0]
+    scaled = logits.reshape(nd, -1, logits.shape[-1]).float() / temp[:, None, None]
+    u = torch.rand_like(scaled).clamp(min=1e-20)
+    new_tokens = (scaled - torch.log(-torch.log(u))).argmax(-1)
+    argmax_tokens = scaled.argmax(-1)
+    log_probs = scaled.log_softmax(-1)
+    probs = log_probs.exp()
+    ent = -(probs * log_probs).sum(-1)
+    se, si = torch.sort(ent, dim=-1)
+    mask = (torch.cumsum(se, -1) - torch.cummax(se, -1).values) <= bound
+    eb = torch.zeros_like(mask).scatter_(1, si, mask)
+    rnd = torch.randint(0, logits.shape[-1], eb.shape, device=logits.device)
+    canvas = torch.where(eb, new_tokens, rnd)
+    soft = torch.matmul(probs.to(embed.dtype), embed)
+    return canvas, argmax_tokens, soft
+
+
+def ours_sample(logits, temp, embed, bound: float):
+    import torch
+
+    from dgemma_lsp.backend.kernels import denoise_step
+
+    nd = temp.shape[0]
+    n = logits.shape[0]
+    c = n // nd
+    out = denoise_step(
+        logits,
+        temp.repeat_interleave(c),
+        renoise_tokens=torch.randint(0, logits.shape[-1], (n,), device=logits.device),
+        seed=1234,
+        entropy_bound=bound,
+        segments=torch.arange(0, n + 1, c, device=logits.device, dtype=torch.int32),
+        probs_dtype=embed.dtype,
+        impl="triton",
+    )
+    soft = torch.matmul(out.probs.view(nd, c, -1), embed)
+    return out.next_canvas, out.argmax, soft
+
+
+def part_kernels() -> None:
+    import torch
+    import triton.testing as tt
+
+    embed = torch.randn(VOCAB, 2816, device="cuda", dtype=torch.bfloat16) * 0.02
+    compiled = torch.compile(vllm026_sample_torch, dynamic=True)
+    for nd, c in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
+        for dtype in (torch.bfloat16, torch.float32):
+            logits = (torch.randn(nd * c, VOCAB, device="cuda") * 3).to(dtype)
+            temp = torch.full((nd,), 0.6, device="cuda")
+            res = {"part": "kernels", "batch": nd, "canvas": c, "logits": str(dtype).split(".")[-1]}
+            for name, fn in (("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled),
+                             ("ours_triton", ours_sample)):  # fmt: skip
+                try:
+                    res[name + "_ms"] = round(
+                        tt.do_bench(lambda fn=fn, lg=logits, tp=temp: fn(lg, tp, embed, 0.1), warmup=25, rep=150,
+                                    return_mode="median"), 3)  # fmt: skip
+                except Exception as exc:  # keep the table going; the error is in the row
+                    res[name + "_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+            res["logits_read_floor_ms"] = round(nd * c * VOCAB * logits.element_size() / 4.3e12 * 1e3, 3)
+            emit(res)
+
+
+# ------------------------------------------------------------------------------------------------ transformers
+def part_transformers(max_s: float = 200.0) -> None:
+    import torch
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+
+    from dgemma_lsp.backend.kernels.hf import use_kernels
+
+    t0 = time.monotonic()
+    cfg = DiffusionGemmaConfig.from_pretrained(CONFIG_DIR)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = DiffusionGemmaForBlockDiffusion._from_config(cfg, dtype=torch.bfloat16).eval()
+    base_cls = type(model)
+    emit({"part": "transformers", "event": "built", "s": round(time.monotonic() - t0, 1),
+          "params_B": round(sum(p.numel() for p in model.parameters()) / 1e9, 2),
+          "gpu_GB": round(torch.cuda.memory_allocated() / 1e9, 1)})  # fmt: skip
+
+    def timed(fn) -> float:
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e)
+
+    def gen(ids, canvas: int, steps: int):
+        model.config.canvas_length = canvas
+        return model.generate(ids, max_new_tokens=canvas, max_denoising_steps=steps)
+
+    with torch.no_grad():
+        for ctx in (1024, 8192):
+            ids = torch.randint(10, VOCAB, (1, ctx), device="cuda")
+            enc = model.model.encoder
+            timed(lambda ids=ids, enc=enc: enc(input_ids=ids))
+            ms = [timed(lambda ids=ids, enc=enc: enc(input_ids=ids)) for _ in range(3)]
+            emit({"part": "transformers", "what": "prefill", "ctx": ctx, "ms": round(med(ms), 1)})
+        for impl in ("transformers", "ours"):
+            if impl == "ours":
+                use_kernels(model)
+            else:
+                model.__class__ = base_cls
+            for batch, canvas in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
+                if time.monotonic() - t0 > max_s:
+                    emit({"part": "transformers", "skipped": f"{impl} b{batch} c{canvas}: time budget"})
+                    continue
+                ids = torch.randint(10, VOCAB, (batch, 1024), device="cuda")
+                gen(ids, canvas, 2)
+                s_lo, s_hi = 2, 6
+                lo = [timed(lambda i=ids, c=canvas, s=s_lo: gen(i, c, s)) for _ in range(2)]
+                hi = [timed(lambda i=ids, c=canvas, s=s_hi: gen(i, c, s)) for _ in range(2)]
+                step = (med(hi) - med(lo)) / (s_hi - s_lo)
+                emit({"part": "transformers", "what": "step", "impl": impl, "ctx": 1024, "batch": batch,
+                      "canvas": canvas, "step_ms": round(step, 2), "gen_ms_6steps": round(med(hi), 1)})  # fmt: skip
+    model.__class__ = base_cls
+
+
+# ------------------------------------------------------------------------------------------------ vllm
+def build_bench_model(dst: Path) -> Path:
+    """Config + generation config of the 26B-A4B, and a 262144-entry byte-level BPE tokenizer with a decoder."""
+    if (dst / "tokenizer.json").exists():
+        return dst
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in ("config.json", "generation_config.json"):
+        (dst / f).write_text((CONFIG_DIR / f).read_text())
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    byte_chars = sorted(alphabet)
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    vocab: dict[str, int] = {t: i for i, t in enumerate(specials)}
+    for ch in byte_chars:
+        vocab[ch] = len(vocab)
+    i = 0
+    while len(vocab) < VOCAB:  # synthetic multi-byte tokens: 2 then 3 byte-level characters
+        digits, x = [], i
+        for _ in range(2 if i < 256 * 256 else 3):
+            digits.append(byte_chars[x % 256])
+            x //= 256
+        tok = "".join(digits)
+        if tok not in vocab:
+            vocab[tok] = len(vocab)
+        i += 1
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>",
+                                  unk_token="<unk>")  # fmt: skip
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tok.save_pretrained(dst)
+    assert len(tok) == VOCAB, len(tok)
+    return dst
+
+
+def vllm_engine_child(args: argparse.Namespace) -> None:
+    """One engine in this process: step it by hand and time every engine step."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core steps in this process
+    import numpy as np
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    label, canvas, steps = args.label, args.canvas, args.steps
+    t0 = time.monotonic()
+    llm = LLM(
+        model=args.model,
+        load_format="dummy",
+        diffusion_config={"canvas_length": canvas, "max_denoising_steps": steps},
+        attention_backend="TRITON_ATTN",
+        max_num_seqs=4,
+        generation_config="vllm",
+        language_model_only=True,
+        gpu_memory_utilization=0.8,
+        max_model_len=16384,
+        enable_prefix_caching=True,
+        enforce_eager=args.eager,
+    )
+    emit({"part": "vllm", "engine": label, "event": "started", "s": round(time.monotonic() - t0, 1)})
+    eng = llm.llm_engine
+    rng = np.random.default_rng(0)
+    serial = [0]
+
+    def run(ctx: int, batch: int, detok: bool, prompts=None) -> dict:
+        prompts = prompts or [rng.integers(10, VOCAB, ctx).tolist() for _ in range(batch)]
+        sp = SamplingParams(max_tokens=canvas, detokenize=detok, ignore_eos=True)
+        t_start = time.perf_counter()
+        for p in prompts:
+            serial[0] += 1
+            eng.add_request(f"b{serial[0]}", TokensPrompt(prompt_token_ids=p), sp)
+        marks, commit_marks = [], []
+        last = t_start
+        done = 0
+        while eng.has_unfinished_requests():
+            outs = eng.step()
+            now = time.perf_counter()
+            marks.append(now - last)
+            if any(o.outputs and len(o.outputs[0].token_ids) > 0 for o in outs):
+                commit_marks.append(len(marks) - 1)
+            done += sum(o.finished for o in outs)
+            last = now
+        total = time.perf_counter() - t_start
+        mid = marks[2:-2] if len(marks) > 6 else marks
+        step = med(mid)
+        commit = marks[commit_marks[0]] if commit_marks else float("nan")
+        return {"total_ms": round(total * 1e3, 1), "n_steps": len(marks), "step_ms": round(step * 1e3, 2),
+                "commit_ms": round(commit * 1e3, 2), "prefill_ms": round((total - step * steps - commit) * 1e3, 1),
+                "prompts": prompts}  # fmt: skip
+
+    detok = not args.no_detok
+    for ctx, batch in ((1024, 1), (1024, 4), (8192, 1)):
+        run(ctx, batch, detok)  # warm-up (also compiles / captures anything shape-specific)
+        r = run(ctx, batch, detok)
+        cached = run(ctx, batch, detok, prompts=r.pop("prompts"))
+        cached.pop("prompts")
+        emit({"part": "vllm", "engine": label, "canvas": canvas, "steps": steps, "ctx": ctx, "batch": batch,
+              "detokenize": detok, **r, "cached_total_ms": cached["total_ms"], "cached_commit_ms": cached["commit_ms"],
+              "cached_step_ms": cached["step_ms"]})  # fmt: skip
+    if args.also_detok_off and detok:
+        r = run(8192, 1, False)
+        r.pop("prompts")
+        emit({"part": "vllm", "engine": label + "+detok_off", "canvas": canvas, "steps": steps, "ctx": 8192,
+              "batch": 1, "detokenize": False, **r})  # fmt: skip
+    del llm
+    import gc
+
+    gc.collect()
+
+
+def vllm_suggest_child(args: argparse.Namespace) -> None:
+    """Single-line suggestions through VLLMBackend: 1k context already cached, canvas 32, 8 steps."""
+    import asyncio
+
+    import numpy as np
+
+    from dgemma_lsp.backend.contract import CanvasRequest, Committed, Done
+    from dgemma_lsp.backend.vllm_backend import VLLMBackend
+
+    async def main() -> None:
+        b = VLLMBackend(args.model, canvas_length=args.canvas, max_num_seqs=4, load_format="dummy",
+                        max_model_len=16384, gpu_memory_utilization=0.8)  # fmt: skip
+        t0 = time.monotonic()
+        await b.start()
+        emit({"part": "suggest", "event": "started", "s": round(time.monotonic() - t0, 1), "info": b.info().detail})
+        rng = np.random.default_rng(1)
+        ctx = rng.integers(10, VOCAB, 1024).tolist()
+        lat, first_draft, ndrafts = [], [], []
+        for i in range(14):
+            typed = ctx + rng.integers(10, VOCAB, 1 + i % 3).tolist()  # a keystroke or two after the cached context
+            req = CanvasRequest(prompt_ids=typed, canvas_length=32, max_denoising_steps=8, want_drafts=True)
+            ts = time.perf_counter()
+            nd = 0
+            commit_t = None
+            async for ev in b.generate(req):
+                if ev.kind == "draft":
+                    nd += 1
+                    if nd == 1:
+                        fd = time.perf_counter() - ts
+                if isinstance(ev, Committed) and commit_t is None:
+                    commit_t = time.perf_counter() - ts
+                if isinstance(ev, Done):
+                    pass
+            if i >= 4:  # the first ones warm up (and fill the prefix cache)
+                lat.append(commit_t * 1e3)
+                first_draft.append(fd * 1e3 if nd else float("nan"))
+                ndrafts.append(nd)
+        lat.sort()
+        emit({"part": "suggest", "canvas_engine": args.canvas, "canvas": 32, "steps": 8, "ctx": 1024, "n": len(lat),
+              "p50_ms": round(med(lat), 1), "p90_ms": round(lat[int(0.9 * (len(lat) - 1))], 1),
+              "first_draft_p50_ms": round(med(first_draft), 1), "drafts_per_request": med(ndrafts)})  # fmt: skip
+        await b.aclose()
+
+    asyncio.run(main())
+
+
+def part_vllm(args: argparse.Namespace) -> None:
+    model = build_bench_model(Path(args.workdir) / "bench-26b-a4b")
+    me = [sys.executable, str(Path(__file__).resolve())]
+    jobs = [
+        ("native", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native", "--canvas", "256",
+                                                  "--also-detok-off"]),
+        ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
+                                               "--no-detok"]),
+        ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
+    ]  # fmt: skip
+    for name, env_extra, cli in jobs:
+        if name not in args.vllm_jobs.split(","):
+            continue
+        env = dict(os.environ, **env_extra)
+        cmd = me + cli + ["--model", str(model), "--out", str(OUT) if OUT else "", "--steps", str(args.steps)]
+        t0 = time.monotonic()
+        try:
+            rc = subprocess.run(cmd, env=env, timeout=args.job_timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        emit({"part": "vllm", "job": name, "rc": rc, "s": round(time.monotonic() - t0, 1)})
+
+
+def main() -> None:
+    global OUT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", default="floors,kernels,transformers,vllm")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--workdir", default="/tmp/dgemma-bench")
+    ap.add_argument("--child", default="")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--model", default="")
+    ap.add_argument("--canvas", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--eager", action="store_true")
+    ap.add_argument("--no-detok", action="store_true")
+    ap.add_argument("--also-detok-off", action="store_true")
+    ap.add_argument("--vllm-jobs", default="native,ours,suggest")
+    ap.add_argument("--job-timeout", type=float, default=240)
+    ap.add_argument("--transformers-budget", type=float, default=200)
+    args = ap.parse_args()
+    OUT = Path(args.out) if args.out else None
+    if args.child == "engine":
+        return vllm_engine_child(args)
+    if args.child == "suggest":
+        return vllm_suggest_child(args)
+    parts = args.parts.split(",")
+    if "floors" in parts:
+        part_floors()
+    if "kernels" in parts:
+        part_kernels()
+    if "transformers" in parts:
+        part_transformers(args.transformers_budget)
+    if "vllm" in parts:
+        part_vllm(args)
+    print(f"{len(ROWS)} rows; {math.nan if not ROWS else ROWS[-1]['t']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# GPU tests + benchmark on the H200 device, in the three runs that stage the vLLM 0.26 kit
+# (kit built here first: `bash ../shared/device/build-vllm-kit.sh` from the repo root; see docs/vllm.md).
+#   run 1: carry .kit1   command: bash tests/gpu/run_device.sh 1   (kernel parity on GPU, floors, sampler kernels)
+#   run 2: carry .kit2   command: bash tests/gpu/run_device.sh 2   (transformers full-size steps, ref vs kernels)
+#   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (vLLM: tiny end-to-end tests, native vs ours)
+# Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
+# Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
+set -uo pipefail
+N="${1:?stage 1, 2 or 3}"
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
+LOG="$OUT/run$N.log"
+exec > >(tee -a "$LOG") 2>&1
+
+install_shim() {
+  # our package as installed (dgemma_lsp.backend / .lsp) plus the vllm.general_plugins entry point, no build
+  rm -rf /tmp/dg && mkdir -p /tmp/dg/dgemma_lsp /tmp/dg/dgemma_lsp-0.1.0.dist-info
+  cp -r dgemma_lsp/. /tmp/dg/dgemma_lsp/ && cp -r lsp /tmp/dg/dgemma_lsp/lsp && cp -r backend /tmp/dg/dgemma_lsp/backend
+  touch /tmp/dg/dgemma_lsp/__init__.py
+  printf 'Metadata-Version: 2.1\nName: dgemma-lsp\nVersion: 0.1.0\n' > /tmp/dg/dgemma_lsp-0.1.0.dist-info/METADATA
+  printf '[vllm.general_plugins]\ndgemma_lsp = dgemma_lsp.backend.vllm_plugin:register\n' \
+    > /tmp/dg/dgemma_lsp-0.1.0.dist-info/entry_points.txt
+}
+PYT=(python3 -m pytest -q -rA --noconftest -p no:cacheprovider -o addopts= -s)
+echo "== run $N on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader) $(date -u +%FT%TZ)"
+case "$N" in
+1)
+  bash .kit1/stage.sh
+  install_shim; export PYTHONPATH=/tmp/dg
+  python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_kernels.py
+  timeout 250 python3 bench/gpu_step.py --parts floors,kernels --out "$OUT/gpu_step.jsonl"
+  ;;
+2)
+  bash .kit2/stage.sh
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 420 python3 bench/gpu_step.py --parts transformers --transformers-budget 300 --out "$OUT/gpu_step.jsonl"
+  ;;
+3)
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 130 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  timeout 420 python3 bench/gpu_step.py --parts vllm --job-timeout 165 --out "$OUT/gpu_step.jsonl"
+  ;;
+esac
+echo "== run $N done $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=memory.used --format=csv,noheader
