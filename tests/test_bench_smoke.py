@@ -1,0 +1,97 @@
+"""The CPU benchmarks still run: each script in a tiny configuration (a few requests), from the command line.
+
+No timings are asserted here (speed targets are checked by the benchmarks themselves, not by timed tests); only
+that the scripts run end to end against the real server and report what they promise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(args: list[str], tmp_path: Path) -> tuple[dict, str]:
+    out = tmp_path / "result.json"
+    md = tmp_path / "result.md"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run(
+        [sys.executable, *args, "--json", str(out), "--markdown", str(md)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(out.read_text()), md.read_text()
+
+
+def test_lsp_overhead_runs(tmp_path: Path) -> None:
+    data, md = run_script(
+        [
+            "bench/lsp_overhead.py",
+            "--sizes",
+            "200,400",
+            "--requests",
+            "12",
+            "--warmup",
+            "2",
+            "--cache-hits",
+            "4",
+            "--edits",
+            "4",
+            "--diag-passes",
+            "1",
+        ],
+        tmp_path,
+    )
+    results = data["results"]
+    assert [r["lines"] for r in results] == [200, 400]
+    for r in results:
+        assert r["complete_miss_rtt"]["n"] == 12 and r["complete_hit_rtt"]["n"] == 4
+        assert r["complete_miss_server"]["count"] >= 12  # the server timed every request itself
+        counts = r["counts"]
+        assert counts["generations_started"] == 14 and counts["cache_hits"] == 4  # misses reached the backend
+        assert r["edit_plus_probe_rtt"]["n"] == 4 and r["edit_in_process"]["n"] == 4
+        assert r["diag_server"]["count"] >= 2 and r["diag_client_minus_debounce"]["n"] == 1
+        assert r["rss_peak_mib"] and r["rss_peak_mib"] >= r["rss_python_phase_mib"]
+    assert "| lines (chars) |" in md and "Ratios:" in md and "nproc" in md
+
+
+def test_cpu_e2e_runs(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    settings = {"denoisingSteps": 2, "singleLineCanvas": 8, "multiLineCanvas": 16, "maxPrefixTokens": 128}
+    data, md = run_script(
+        [
+            "bench/cpu_e2e.py",
+            "--model",
+            str(tiny_checkpoint),
+            "--functions",
+            "1",
+            "--max-keys",
+            "6",
+            "--gap-ms",
+            "5-10",
+            "--pause-ms",
+            "50",
+            "--threads",
+            "1",
+            "--settings",
+            json.dumps(settings),
+        ],
+        tmp_path,
+    )
+    (r,) = data["results"]
+    assert r["keystrokes"] == 6
+    assert sum(r["outcomes"].values()) == 6  # every request got an answer (a suggestion, empty, or cancelled)
+    counts = r["counts"]
+    assert counts["requests"] == 6 and counts["edits"] == 6
+    started = counts.get("generations_started", 0)
+    ended = sum(counts.get(f"generations_{k}", 0) for k in ("completed", "cancelled", "failed", "timeout"))
+    assert started >= 1 and ended == started  # no generation left running after the session
+    assert r["settings"]["denoising_steps"] == 2
+    assert "| checkpoint |" in md
