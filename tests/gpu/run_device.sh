@@ -29,19 +29,19 @@ case "$N" in
   bash .kit1/stage.sh
   install_shim; export PYTHONPATH=/tmp/dg
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
-  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_kernels.py
-  timeout 250 python3 bench/gpu_step.py --parts floors,kernels --out "$OUT/gpu_step.jsonl"
+  timeout 120 "${PYT[@]}" tests/gpu/test_gpu_kernels.py
+  timeout 150 python3 bench/gpu_step.py --parts floors,kernels --out "$OUT/gpu_step.jsonl"
   ;;
 2)
   bash .kit2/stage.sh
   install_shim; export PYTHONPATH=/tmp/dg
-  timeout 420 python3 bench/gpu_step.py --parts transformers --transformers-budget 300 --out "$OUT/gpu_step.jsonl"
+  timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 --out "$OUT/gpu_step.jsonl"
   ;;
 3)
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 130 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
-  timeout 420 python3 bench/gpu_step.py --parts vllm --job-timeout 165 --out "$OUT/gpu_step.jsonl"
+  timeout 110 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  timeout 420 python3 bench/gpu_step.py --parts vllm --job-timeout 150 --out "$OUT/gpu_step.jsonl"
   ;;
 esac
 echo "== run $N done $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=memory.used --format=csv,noheader
