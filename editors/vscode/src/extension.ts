@@ -5,6 +5,7 @@
  */
 import * as vscode from 'vscode';
 import {
+  DidChangeConfigurationNotification,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -39,7 +40,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   output = vscode.window.createOutputChannel('DiffusionGemma', { log: true });
   statusItem = vscode.window.createStatusBarItem('dgemma.status', vscode.StatusBarAlignment.Right, 100);
   statusItem.name = 'DiffusionGemma';
-  statusItem.command = 'dgemma.showStatus';
+  statusItem.command = 'dgemma.client.showStatus';
   draftDecoration = vscode.window.createTextEditorDecorationType({
     after: { color: new vscode.ThemeColor('editorGhostText.foreground'), fontStyle: 'italic' },
     rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
@@ -49,19 +50,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   statusItem.show();
 
   context.subscriptions.push(
-    vscode.commands.registerCommand('dgemma.acceptWord', () =>
+    vscode.commands.registerCommand('dgemma.client.acceptWord', () =>
       vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextWord'),
     ),
-    vscode.commands.registerCommand('dgemma.acceptLine', () =>
+    vscode.commands.registerCommand('dgemma.client.acceptLine', () =>
       vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine'),
     ),
-    vscode.commands.registerCommand('dgemma.triggerSuggestion', () =>
+    vscode.commands.registerCommand('dgemma.client.triggerSuggestion', () =>
       vscode.commands.executeCommand('editor.action.inlineSuggest.trigger'),
     ),
-    vscode.commands.registerCommand('dgemma.fixStructure', fixStructure),
-    vscode.commands.registerCommand('dgemma.rewriteSelection', rewriteSelection),
-    vscode.commands.registerCommand('dgemma.showStatus', showStatus),
-    vscode.commands.registerCommand('dgemma.restartServer', async () => {
+    vscode.commands.registerCommand('dgemma.client.fixStructure', fixStructure),
+    vscode.commands.registerCommand('dgemma.client.rewriteSelection', rewriteSelection),
+    vscode.commands.registerCommand('dgemma.client.showStatus', showStatus),
+    vscode.commands.registerCommand('dgemma.client.restartServer', async () => {
       await stopClient();
       await startClient(context);
     }),
@@ -70,6 +71,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (e.affectsConfiguration(`${SECTION}.server`)) {
         await stopClient();
         await startClient(context);
+      } else if (e.affectsConfiguration(SECTION) && client?.isRunning()) {
+        // Only explicitly set server keys, like initializationOptions (languageclient's synchronize option would
+        // send every default, client-only keys included).
+        await client.sendNotification(DidChangeConfigurationNotification.type, {
+          settings: { [SECTION]: currentServerSettings(context) },
+        });
       }
     }),
     vscode.window.onDidChangeTextEditorSelection((e) => refreshPreview(e.textEditor)),
@@ -114,7 +121,6 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     documentSelector: DOCUMENT_SELECTOR,
     outputChannel: output,
     initializationOptions: currentServerSettings(context),
-    synchronize: { configurationSection: SECTION },
     middleware: {
       workspace: {
         // Answer workspace/configuration with explicitly set values only (see settings.ts for why).

@@ -32,9 +32,21 @@ export function resolveServerLaunch(cfg: ServerLaunchConfig, baseEnv: NodeJS.Pro
   return { command, args: ['--stdio', ...extra], env };
 }
 
-/** The same command line with `doctor` instead of `--stdio`, for the troubleshooting hint. */
+/**
+ * The same command line with `doctor` instead of `--stdio`, for the troubleshooting hint; server-only options
+ * (--log-file) are dropped because the doctor subcommand does not take them.
+ */
 export function doctorCommandLine(launch: ServerLaunch): string {
-  const args = launch.args.map((a) => (a === '--stdio' ? 'doctor' : a));
+  const args: string[] = [];
+  for (let i = 0; i < launch.args.length; i++) {
+    const a = launch.args[i];
+    if (a === '--log-file') {
+      i++;
+      continue;
+    }
+    if (a.startsWith('--log-file=')) continue;
+    args.push(a === '--stdio' ? 'doctor' : a);
+  }
   return [launch.command, ...args].map(shellQuote).join(' ');
 }
 

@@ -3,10 +3,18 @@ local M = {}
 
 local health = vim.health
 
+--- The server command with `doctor` in place of `--stdio`; server-only options (--log-file) are dropped because
+--- the doctor subcommand does not take them.
 local function doctor_cmd(cmd)
-  local out = {}
+  local out, skip = {}, false
   for _, a in ipairs(cmd) do
-    out[#out + 1] = (a == '--stdio') and 'doctor' or a
+    if skip then
+      skip = false
+    elseif a == '--log-file' then
+      skip = true
+    elseif not a:match('^%-%-log%-file=') then
+      out[#out + 1] = (a == '--stdio') and 'doctor' or a
+    end
   end
   return out
 end

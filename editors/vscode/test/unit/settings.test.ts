@@ -52,5 +52,7 @@ describe('server launch', () => {
     const l = resolveServerLaunch({ command: '/opt/dgemma lsp', env: { HF_HUB_OFFLINE: '1' } }, { PATH: '/bin' });
     assert.deepEqual(l.env, { PATH: '/bin', HF_HUB_OFFLINE: '1' });
     assert.equal(doctorCommandLine(l), "'/opt/dgemma lsp' doctor");
+    const m = resolveServerLaunch({ extraArgs: ['--model', '/m', '--log-file', '/l'] }, {});
+    assert.equal(doctorCommandLine(m), 'dgemma-lsp doctor --model /m');
   });
 });

@@ -1,0 +1,41 @@
+"""Real-editor tests for the Neovim plugin (editors/nvim), run headless against `dgemma-lsp --stdio`.
+
+Neovim 0.12 (ghost text end to end) and 0.11 (graceful fallback) come from scripts/setup-editors.sh.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "editors"))
+from editor_tools import nvim011, nvim012, nvim_test  # noqa: E402
+
+
+def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    data = nvim_test(nvim012(), "test_nvim012.lua", tiny_checkpoint, tmp_path)
+    checks = data["checks"]
+    # The user-visible behaviours, each asserted inside Neovim (see the Lua file for how).
+    for name in (
+        "plugin attached dgemma-lsp",
+        "ghost text appears",
+        "ghost text at the cursor",
+        "canvas drafts drawn as virtual text",
+        "accepting inserted exactly the ghost text",
+        "buffer is valid JSON after the fix",
+        "values outside the broken spans kept",
+    ):
+        assert checks[name]["ok"], name
+
+
+def test_nvim011_graceful_fallback_and_checkhealth(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    data = nvim_test(nvim011(), "test_nvim011.lua", tiny_checkpoint, tmp_path)
+    checks = data["checks"]
+    for name in (
+        "plugin attached dgemma-lsp on 0.11",
+        "user told that ghost text needs 0.12",
+        "fix-structure code action applied on 0.11",
+        "checkhealth warns about ghost text",
+        "checkhealth reached the running server",
+    ):
+        assert checks[name]["ok"], name
