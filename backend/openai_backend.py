@@ -117,6 +117,33 @@ def _connect_reason(exc: BaseException) -> str:
     return ""
 
 
+async def _reset_h2_stream(resp: httpx.Response) -> bool:
+    """Send RST_STREAM (CANCEL) for an HTTP/2 response closed before its end.
+
+    httpcore 1.0 releases such a stream without telling the server, so the server would go on generating for a reader
+    that is gone (and hold one of vLLM's 4 sequence slots). This reaches httpcore's stream object (private attributes,
+    hence every step guarded) and resets just that stream; other streams on the connection carry on.
+    """
+    obj: Any = resp.stream
+    for _ in range(8):
+        if obj is None or (hasattr(obj, "_stream_id") and hasattr(obj, "_connection")):
+            break
+        obj = getattr(obj, "_stream", None) or getattr(obj, "_httpcore_stream", None)
+    if obj is None or not hasattr(obj, "_stream_id"):
+        log.debug("cannot reach the HTTP/2 stream to reset it")
+        return False
+    try:
+        from h2.errors import ErrorCodes
+
+        conn = obj._connection
+        conn._h2_state.reset_stream(obj._stream_id, error_code=ErrorCodes.CANCEL)
+        await conn._write_outgoing_data(obj._request)
+        return True
+    except Exception as exc:  # stream already ended, connection gone, or another httpcore layout
+        log.debug("HTTP/2 stream reset skipped: %s", type(exc).__name__)
+        return False
+
+
 class OpenAIBackend:
     """Client of an OpenAI-compatible DiffusionGemma server (see module docstring)."""
 
@@ -634,6 +661,7 @@ class OpenAIBackend:
                     attempt += 1
                     continue
                 raise err from None
+            finished = False
             try:
                 self.http_version = resp.http_version
                 if resp.status_code != 200:
@@ -642,6 +670,7 @@ class OpenAIBackend:
                             text = (await resp.aread()).decode("utf-8", "replace")
                     except (TimeoutError, httpx.HTTPError):
                         text = ""
+                    finished = True  # the error body was read to its end: nothing to reset
                     refused = self._refused_fields(resp.status_code, text, body) - skip
                     if refused:
                         # The server refused an optional field before running anything: ask again without it.
@@ -657,10 +686,13 @@ class OpenAIBackend:
                 async with contextlib.aclosing(self._events(req, resp, deadline, t0, stats)) as events:
                     async for ev in events:
                         yield ev
+                finished = True
                 return
             finally:
-                # Closing the response closes the stream (HTTP/1.1: the connection; HTTP/2: RST_STREAM), which is
-                # what makes the server abort the generation when the consumer stops early.
+                # Closing the response early is what makes the server abort the generation: over HTTP/1.1 it closes
+                # the connection; over HTTP/2 we reset the stream (httpcore alone would just forget it).
+                if not finished and resp.http_version == "HTTP/2":
+                    await _reset_h2_stream(resp)
                 with contextlib.suppress(Exception):
                     await cm.__aexit__(None, None, None)
 

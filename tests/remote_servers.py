@@ -109,10 +109,11 @@ class ServerProcess:
     port: int = 0
     proc: subprocess.Popen | None = None
     probe_headers: dict[str, str] = field(default_factory=dict)
+    scheme: str = "http"
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     def start(self) -> ServerProcess:
         if not self.port:
@@ -129,7 +130,9 @@ class ServerProcess:
                 raise RuntimeError(f"server exited with {self.proc.returncode}; log:\n{self.log_tail()}")
             try:
                 probe = urllib.request.Request(self.base_url + "/models", headers=self.probe_headers)
-                with urllib.request.urlopen(probe, timeout=2) as r:
+                # readiness only: the TLS test server's certificate is checked by the tests themselves
+                ctx = ssl._create_unverified_context() if self.scheme == "https" else None
+                with urllib.request.urlopen(probe, timeout=2, context=ctx) as r:
                     if r.status == 200:
                         return self
             except (OSError, urllib.error.URLError):
@@ -459,3 +462,84 @@ def sequence(*handlers: Handler) -> Handler:
         await h(req, w)
 
     return handler
+
+
+# ----- an HTTP/2 test server (hypercorn + a tiny ASGI app) -----
+
+H2_STATS = {"started": 0, "disconnected": 0, "completed": 0, "http_versions": []}
+
+
+async def h2_app(scope: dict, receive: Callable, send: Callable) -> None:
+    """ASGI test app for hypercorn: ``/v1/models``, a slow endless chat stream (``max_tokens`` chunks, one per 20 ms)
+    that notices when its client goes away, and ``/stats`` with what it saw."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    path = scope["path"]
+    if path in ("/v1/models", "/stats"):
+        payload = (
+            {"object": "list", "data": [{"id": "h2-model", "object": "model", "owned_by": "test"}]}
+            if path == "/v1/models"
+            else H2_STATS
+        )
+        body = json.dumps(payload).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    raw = b""
+    while True:
+        msg = await receive()
+        raw += msg.get("body", b"")
+        if not msg.get("more_body"):
+            break
+    n = int(json.loads(raw or b"{}").get("max_tokens", 10))
+    H2_STATS["started"] += 1
+    H2_STATS["http_versions"].append(scope.get("http_version"))
+    gone = asyncio.Event()
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.ensure_future(watch())
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    try:
+        for i in range(n):
+            if gone.is_set():
+                H2_STATS["disconnected"] += 1
+                return
+            await send(
+                {"type": "http.response.body", "body": f"data: {chunk(str(i % 10))}\n\n".encode(), "more_body": True}
+            )
+            await asyncio.sleep(0.02)
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+        H2_STATS["completed"] += 1
+    except Exception:  # the stream was reset under us
+        H2_STATS["disconnected"] += 1
+    finally:
+        watcher.cancel()
+
+
+def hypercorn_h2(cert: Path, key: Path, log_path: Path) -> ServerProcess:
+    """hypercorn serving :func:`h2_app` over TLS (ALPN h2) on 127.0.0.1."""
+
+    def argv(port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "hypercorn",
+            "remote_servers:h2_app",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--certfile",
+            str(cert),
+            "--keyfile",
+            str(key),
+        ]
+
+    here = str(Path(__file__).parent)
+    env = {"PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return ServerProcess(argv, log_path, env=env, startup_timeout=60.0, scheme="https")

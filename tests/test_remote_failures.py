@@ -496,3 +496,26 @@ async def test_cancel_token_while_waiting_for_headers_or_a_slot() -> None:
             assert (await collect(be.generate(ask()))).text == "Hello"  # the slot was given back
         finally:
             await be.aclose()
+
+
+async def test_prompt_ids_go_to_the_completions_endpoint() -> None:
+    seen: list[dict] = []
+
+    async def completions(req: StubRequest, w: asyncio.StreamWriter) -> None:
+        seen.append(req.json())
+        events = [{"choices": [{"index": 0, "text": t, "finish_reason": None}]} for t in ("ab", "c")]
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+        w.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+
+    with StubTestServer({MODELS: models_reply(), "POST /v1/completions": completions}) as srv:
+        be = backend_for(srv.base_url)
+        try:
+            done = await collect(be.generate(CanvasRequest(prompt_ids=[5, 6, 7], canvas_length=4)))
+            assert done.text == "abc" and seen[-1]["prompt"] == [5, 6, 7] and seen[-1]["max_tokens"] == 4
+        finally:
+            await be.aclose()
