@@ -916,7 +916,11 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
 
     @ls.command(CMD_STATUS)
     def cmd_status(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
-        return status(ls)
+        result = status(ls)
+        arg = _arg(args)
+        if isinstance(arg, dict) and arg.get("resetPeaks"):
+            ls.stats.reset_peaks()  # after the snapshot: the next status shows peaks since this call
+        return result
 
     @ls.command(CMD_ACCEPT)
     def cmd_accept(ls: DGemmaServer, *args: Any) -> None:

@@ -53,6 +53,11 @@ class Stats:
         if self.running[uri] <= 0:
             del self.running[uri]
 
+    def reset_peaks(self) -> None:
+        """Start the high-water marks afresh (from what runs now)."""
+        self.max_running_per_document = max(self.running.values(), default=0)
+        self.max_running_total = sum(self.running.values())
+
     def snapshot(self) -> dict[str, Any]:
         lat = {}
         for backend, samples in self._latency.items():

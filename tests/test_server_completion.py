@@ -218,6 +218,23 @@ async def test_storm_of_edits_keeps_one_generation_per_document(lsp):
         await configure(lsp)
 
 
+async def test_global_cap_on_concurrent_generations(lsp):
+    """Six documents asking at once never run more than ``maxConcurrent`` generations together."""
+    await configure(lsp, maxConcurrent=2, denoisingSteps=16, entropyBound=1e-9, debounceMs=0)
+    try:
+        uris = [f"file:///t/cap{i}.py" for i in range(6)]
+        for uri in uris:
+            open_doc(lsp, uri, f"def cap_{uri[-4]}():\n    ")
+        await execute(lsp, "dgemma.status", {"resetPeaks": True})
+        results = await asyncio.gather(*(complete(lsp, uri, 1, 4) for uri in uris))
+        st = await status(lsp)
+        assert all(isinstance(r, list) for r in results)
+        assert 1 <= st["stats"]["max_running_total"] <= 2
+        assert st["stats"]["generations_running"] == 0
+    finally:
+        await configure(lsp)
+
+
 async def test_feedback_notifications_and_accept_command(lsp):
     uri = "file:///t/feedback.py"
     open_doc(lsp, uri, "answer = ")
