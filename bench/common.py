@@ -142,9 +142,11 @@ class BenchClient:
         env: dict[str, str] | None = None,
         ready_s: float = 300,
         profile: str | None = None,
+        server: list[str] | None = None,
     ) -> None:
-        """Start and initialize the server; ``profile`` runs it under cProfile writing that file at exit."""
-        cmd = server_command() + ["--stdio", *args]
+        """Start and initialize the server (``server``: the command instead of ``dgemma-lsp``); ``profile`` runs
+        it under cProfile writing that file at exit."""
+        cmd = (server or server_command()) + ["--stdio", *args]
         if profile:
             cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
         full_env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
@@ -246,6 +248,23 @@ class BenchClient:
                 context=types.CodeActionContext(diagnostics=[]),
             )
         )
+
+
+def read_trace(path: str | Path) -> list[dict[str, Any]]:
+    """Records written by ``trace_server.py`` (one JSON object a line)."""
+    import json
+
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line the server was still writing
+    except OSError:
+        pass
+    return out
 
 
 def _plain(value: Any) -> Any:

@@ -29,16 +29,18 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BenchClient, fmt, machine, machine_line, peak_rss_mib, percentile  # noqa: E402
+from common import BenchClient, fmt, machine, machine_line, peak_rss_mib, percentile, read_trace  # noqa: E402
 
 DIAG_DEBOUNCE_S = 0.25  # lsp/server.py DIAGNOSTICS_DEBOUNCE_S (fixed in the server, not a setting)
 
@@ -108,7 +110,15 @@ def in_process_edit_cost(text: str, edits: int, rng: random.Random) -> dict[str,
     return summarize(samples)
 
 
-async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+def trace_stats(records: list[dict[str, Any]], ids: set[str]) -> dict[str, Any]:
+    """Server time per request from the trace: dispatch to response written (``t_sent - t_in``)."""
+    rows = [r for r in records if r.get("id") in ids and "t_sent" in r]
+    out = summarize([(r["t_sent"] - r["t_in"]) * 1000 for r in rows])
+    out["write"] = summarize([(r["t_sent"] - r["t_send"]) * 1000 for r in rows])  # serialize + write the response
+    return out
+
+
+async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random, workdir: Path) -> dict[str, Any]:
     text = python_document(lines)
     uri = f"file:///bench/doc_{lines}.py"
     client = BenchClient()
@@ -118,9 +128,12 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -
         "cacheSize": max(256, args.requests + args.cache_hits + args.warmup + 16),
     }
     profile = f"{args.profile}.{lines}" if args.profile else None
-    await client.start(["--backend", "instant"], settings, profile=profile)
+    trace = workdir / f"trace_{lines}.jsonl"
+    server = None if args.plain else [sys.executable, str(Path(__file__).with_name("trace_server.py"))]
+    env = {} if args.plain else {"DGEMMA_BENCH_TRACE": str(trace)}
+    await client.start(["--backend", "instant"], settings, env=env, profile=profile, server=server)
     try:
-        out: dict[str, Any] = {"lines": lines, "chars": len(text)}
+        out: dict[str, Any] = {"lines": lines, "chars": len(text), "traced": not args.plain}
         base_hwm, _ = peak_rss_mib(client.pid)
         out["rss_idle_mib"] = base_hwm
 
@@ -153,33 +166,36 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -
         for line, ch in pos[: args.warmup]:
             _, fut = client.complete(uri, line, ch)
             await fut
-        miss_rtt, empty = [], 0
+        miss_rtt, miss_ids, empty = [], set(), 0
         for line, ch in pos[args.warmup :]:
             t0 = time.perf_counter()
-            _, fut = client.complete(uri, line, ch)
+            mid, fut = client.complete(uri, line, ch)
             items = await fut
             miss_rtt.append((time.perf_counter() - t0) * 1000)
+            miss_ids.add(mid)
             empty += not items
         st = await client.status()
         lat = st["stats"]["latency_ms"]
         out["complete_miss_rtt"] = summarize(miss_rtt)
-        out["complete_miss_server"] = lat.get("instant")
+        out["complete_miss_engine"] = lat.get("instant")
         out["complete_miss_empty"] = empty
 
-        hit_rtt = []
+        hit_rtt, hit_ids = [], set()
         for line, ch in pos[args.warmup : args.warmup + args.cache_hits]:
             t0 = time.perf_counter()
-            _, fut = client.complete(uri, line, ch)
+            mid, fut = client.complete(uri, line, ch)
             await fut
             hit_rtt.append((time.perf_counter() - t0) * 1000)
+            hit_ids.add(mid)
         st = await client.status()
         out["complete_hit_rtt"] = summarize(hit_rtt)
-        out["complete_hit_server"] = st["stats"]["latency_ms"].get("cache")
+        out["complete_hit_engine"] = st["stats"]["latency_ms"].get("cache")
         out["counts_after_completion"] = st["stats"]["counts"]
 
         # edits: interleave probe alone / didChange + probe
         probe_rtt, edit_rtt = [], []
         version = 1
+        n_changes_before = len([r for r in read_trace(trace) if r.get("method") == "textDocument/didChange"])
         for i in range(args.edits + 10):
             t0 = time.perf_counter()
             await client.probe(uri)
@@ -196,8 +212,7 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -
                 edit_rtt.append(e)
         out["probe_rtt"] = summarize(probe_rtt)
         out["edit_plus_probe_rtt"] = summarize(edit_rtt)
-        out["edit_cost_ms_p50"] = percentile(edit_rtt, 50) - percentile(probe_rtt, 50)
-        out["edit_cost_ms_p99"] = percentile(edit_rtt, 99) - percentile(probe_rtt, 99)
+        out["edit_rtt_diff_p50"] = percentile(edit_rtt, 50) - percentile(probe_rtt, 50)
         out["edit_in_process"] = in_process_edit_cost(text, args.edits, rng)
         out["rss_python_phase_mib"], _ = peak_rss_mib(client.pid)
 
@@ -220,7 +235,7 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -
         jlines = jtext.split("\n")
         # the "value" lines: replace one digit before ".5", keeping the document valid
         value_lines = [i for i, x in enumerate(jlines) if x.startswith('    "value": ')]
-        diag_client = []
+        diag_client, probes_during = [], []
         jversion = 1
         for _ in range(args.diag_passes):
             line = rng.choice(value_lines)
@@ -230,13 +245,28 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random) -
             mark = len(client.diagnostics)
             t0 = time.perf_counter()
             client.edit(juri, jversion, (line, col), (line, col + 1), digit)
-            t1 = await wait_diag(jversion, mark)
-            diag_client.append((t1 - t0 - DIAG_DEBOUNCE_S) * 1000)
+            done = asyncio.ensure_future(wait_diag(jversion, mark))
+            # a cheap request every ~2 ms on the Python document while the pass runs: does it stall the loop?
+            while not done.done():
+                t1 = time.perf_counter()
+                await client.probe(uri)
+                if t1 - t0 > DIAG_DEBOUNCE_S:
+                    probes_during.append((time.perf_counter() - t1) * 1000)
+                await asyncio.sleep(0.002)
+            diag_client.append((done.result() - t0 - DIAG_DEBOUNCE_S) * 1000)
         st = await client.status()
         out["diag_client_minus_debounce"] = summarize(diag_client)
         out["diag_server"] = st["stats"]["latency_ms"].get("diagnostics")
+        out["probe_rtt_during_diag"] = summarize(probes_during) | {"max": max(probes_during, default=None)}
         out["rss_peak_mib"], out["rss_now_mib"] = peak_rss_mib(client.pid)
         out["counts"] = st["stats"]["counts"]
+        if not args.plain:
+            records = read_trace(trace)
+            out["complete_miss_server"] = trace_stats(records, miss_ids)
+            out["complete_hit_server"] = trace_stats(records, hit_ids)
+            changes = [r for r in records if r.get("method") == "textDocument/didChange"]
+            changes = changes[n_changes_before + 10 : n_changes_before + 10 + args.edits]
+            out["edit_server"] = summarize([(r["t_handled"] - r["t_in"]) * 1000 for r in changes])
         return out
     finally:
         await client.stop()
@@ -254,29 +284,41 @@ def report(results: list[dict[str, Any]], m: dict[str, Any], command: str, args:
     L.append("")
     L.append(f"Command: `{command}`")
     L.append("")
+    server = (
+        "`dgemma-lsp --stdio --backend instant`"
+        if args.plain
+        else "`python bench/trace_server.py --stdio --backend instant` (= `dgemma-lsp` with per-message timestamps)"
+    )
     L.append(
-        f"Server: `dgemma-lsp --stdio --backend instant` (benchmark-only backend, answers at once), "
-        f"`debounceMs: 0`, other settings default; {args.requests} completion requests (cache misses, each at a new "
-        f"position) after {args.warmup} warm-up, {args.cache_hits} cache hits, {args.edits} edits, "
-        f"{args.diag_passes} diagnostics passes per size; one server process per size. Times in ms."
+        f"Server: {server}; InstantBenchmarkBackend (benchmark-only, answers at once); `debounceMs: 0`, other "
+        f"settings default (canvas streaming on). Per size: {args.requests} completion requests, each at a new "
+        f"position (cache misses), after {args.warmup} warm-up; {args.cache_hits} cache hits; {args.edits} edits "
+        f"(one character at a random line); {args.diag_passes} diagnostics passes on a JSON document of the same "
+        "line count; one server process per size. Times in ms. *server* = dispatch to response written (trace); "
+        "*engine* = the completion engine's own timer (`dgemma.status`); *RTT* = client round trip; edit *server* = "
+        "the `didChange` handler; edit *RTT diff* = RTT(didChange + probe) - RTT(probe), p50s; *in-process* = "
+        "`Document.apply_change` timed in the benchmark process."
     )
     L.append("")
     L.append(
-        "| lines (chars) | completion miss RTT p50 / p99 | miss server p50 / p99 | cache hit RTT p50 / p99 "
-        "| probe RTT p50 | edit cost p50 / p99 (RTT diff) | edit in-process p50 / p99 | diagnostics JSON "
-        "server p50 / p99 (client - debounce p50) | open | peak RSS MiB (py phase / end) |"
+        "| lines (chars) | completion server p50 / p99 | engine p50 / p99 | RTT p50 / p99 | cache hit server "
+        "p50 / p99 | edit server p50 / p99 | edit RTT diff | edit in-process p50 | diagnostics pass server p50 / "
+        "p99 (client - 250 ms debounce, p50) | probe RTT during diagnostics p50 / max | didOpen+probe "
+        "| peak RSS MiB (Python phase / end) |"
     )
-    L.append("|" + "---|" * 10)
+    L.append("|" + "---|" * 12)
+    none: dict[str, Any] = {}
     for r in results:
-        ms, mr, hr = r["complete_miss_server"] or {}, r["complete_miss_rtt"], r["complete_hit_rtt"]
-        ds, dc = r["diag_server"] or {}, r["diag_client_minus_debounce"]
-        ip = r["edit_in_process"]
+        sv, en, rt = r.get("complete_miss_server") or none, r["complete_miss_engine"] or none, r["complete_miss_rtt"]
+        hs, es = r.get("complete_hit_server") or none, r.get("edit_server") or none
+        ds, dc, pd = r["diag_server"] or none, r["diag_client_minus_debounce"], r["probe_rtt_during_diag"]
         L.append(
-            f"| {r['lines']:,} ({r['chars']:,}) | {fmt(mr['p50'])} / {fmt(mr['p99'])} "
-            f"| {fmt(ms.get('p50_ms'))} / {fmt(ms.get('p99_ms'))} | {fmt(hr['p50'])} / {fmt(hr['p99'])} "
-            f"| {fmt(r['probe_rtt']['p50'])} | {fmt(r['edit_cost_ms_p50'])} / {fmt(r['edit_cost_ms_p99'])} "
-            f"| {fmt(ip['p50'], 3)} / {fmt(ip['p99'], 3)} "
-            f"| {fmt(ds.get('p50_ms'))} / {fmt(ds.get('p99_ms'))} ({fmt(dc['p50'])}) | {fmt(r['open_ms'])} "
+            f"| {r['lines']:,} ({r['chars']:,}) | {fmt(sv.get('p50'))} / {fmt(sv.get('p99'))} "
+            f"| {fmt(en.get('p50_ms'))} / {fmt(en.get('p99_ms'))} | {fmt(rt['p50'])} / {fmt(rt['p99'])} "
+            f"| {fmt(hs.get('p50'))} / {fmt(hs.get('p99'))} | {fmt(es.get('p50'), 3)} / {fmt(es.get('p99'), 3)} "
+            f"| {fmt(r['edit_rtt_diff_p50'])} | {fmt(r['edit_in_process']['p50'], 3)} "
+            f"| {fmt(ds.get('p50_ms'))} / {fmt(ds.get('p99_ms'))} ({fmt(dc['p50'])}) "
+            f"| {fmt(pd['p50'])} / {fmt(pd['max'])} | {fmt(r['open_ms'])} "
             f"| {fmt(r['rss_python_phase_mib'], 0)} / {fmt(r['rss_peak_mib'], 0)} |"
         )
     if len(results) > 1:
@@ -284,23 +326,28 @@ def report(results: list[dict[str, Any]], m: dict[str, Any], command: str, args:
         L.append("")
         parts = []
         for r in results[1:]:
+            es, fs = r.get("edit_server") or none, first.get("edit_server") or none
+            sv, fv = r.get("complete_miss_server") or none, first.get("complete_miss_server") or none
             parts.append(
-                f"{r['lines']:,}/{first['lines']:,} lines: edit RTT diff p50 "
-                f"{ratio(r['edit_cost_ms_p50'], first['edit_cost_ms_p50'])}x, edit in-process p50 "
-                f"{ratio(r['edit_in_process']['p50'], first['edit_in_process']['p50'])}x, completion miss RTT p50 "
-                f"{ratio(r['complete_miss_rtt']['p50'], first['complete_miss_rtt']['p50'])}x"
+                f"{r['lines']:,}/{first['lines']:,} lines: edit server p50 {ratio(es.get('p50'), fs.get('p50'))}x, "
+                f"edit in-process p50 {ratio(r['edit_in_process']['p50'], first['edit_in_process']['p50'])}x, "
+                f"edit RTT diff p50 {ratio(r['edit_rtt_diff_p50'], first['edit_rtt_diff_p50'])}x, completion "
+                f"server p50 {ratio(sv.get('p50'), fv.get('p50'))}x"
             )
         L.append("Ratios: " + "; ".join(parts) + ".")
     target = next((r for r in results if r["lines"] == 10_000), None)
     if target is not None:
-        mr = target["complete_miss_rtt"]
-        ms = target["complete_miss_server"] or {}
-        ok = mr["p50"] <= 2 and mr["p99"] <= 10
+        sv = target.get("complete_miss_server") or none
+        rt = target["complete_miss_rtt"]
+
+        def verdict(p50: float | None, p99: float | None) -> str:
+            return "met" if p50 is not None and p99 is not None and p50 <= 2 and p99 <= 10 else "NOT met"
+
         L.append("")
         L.append(
-            f"Target (10k lines: p50 <= 2 ms, p99 <= 10 ms per completion request): client round trip "
-            f"{fmt(mr['p50'])} / {fmt(mr['p99'])} ms -> {'met' if ok else 'NOT met'} by the upper bound; "
-            f"server-side {fmt(ms.get('p50_ms'))} / {fmt(ms.get('p99_ms'))} ms."
+            f"Target (10k lines: p50 <= 2 ms and p99 <= 10 ms per completion request): server "
+            f"{fmt(sv.get('p50'))} / {fmt(sv.get('p99'))} ms -> {verdict(sv.get('p50'), sv.get('p99'))}; client "
+            f"round trip (upper bound) {fmt(rt['p50'])} / {fmt(rt['p99'])} ms -> {verdict(rt['p50'], rt['p99'])}."
         )
     return "\n".join(L)
 
@@ -315,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--diag-passes", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", help="run each server under cProfile, writing PROFILE.<lines> (slows it down)")
+    p.add_argument("--plain", action="store_true", help="run `dgemma-lsp` itself (no server-side trace)")
     p.add_argument("--json", help="also write the raw results here")
     p.add_argument("--markdown", help="also write the Markdown table here")
     args = p.parse_args(argv)
@@ -323,10 +371,11 @@ def main(argv: list[str] | None = None) -> int:
     m = machine()
     rng = random.Random(args.seed)
     results = []
-    for size in [int(x) for x in args.sizes.split(",") if x.strip()]:
-        print(f"[lsp_overhead] {size:,} lines ...", file=sys.stderr, flush=True)
-        results.append(asyncio.run(bench_size(size, args, rng)))
-    m["load_end"] = list(__import__("os").getloadavg())
+    with tempfile.TemporaryDirectory(prefix="dgemma-bench-") as workdir:
+        for size in [int(x) for x in args.sizes.split(",") if x.strip()]:
+            print(f"[lsp_overhead] {size:,} lines ...", file=sys.stderr, flush=True)
+            results.append(asyncio.run(bench_size(size, args, rng, Path(workdir))))
+    m["load_end"] = [round(x, 2) for x in os.getloadavg()]
     md = report(results, m, command.strip(), args)
     md += f"\n\nLoad average (1/5/15 min) at the end: {' / '.join(f'{x:.2f}' for x in m['load_end'])}."
     print(md)
