@@ -54,7 +54,9 @@ def test_lsp_overhead_runs(tmp_path: Path) -> None:
     assert [r["lines"] for r in results] == [200, 400]
     for r in results:
         assert r["complete_miss_rtt"]["n"] == 12 and r["complete_hit_rtt"]["n"] == 4
-        assert r["complete_miss_server"]["count"] >= 12  # the server timed every request itself
+        assert r["complete_miss_engine"]["count"] >= 12  # the completion engine timed every request itself
+        assert r["complete_miss_server"]["n"] == 12 and r["complete_hit_server"]["n"] == 4  # the server-side trace
+        assert r["edit_server"]["n"] == 4
         counts = r["counts"]
         assert counts["generations_started"] == 14 and counts["cache_hits"] == 4  # misses reached the backend
         assert r["edit_plus_probe_rtt"]["n"] == 4 and r["edit_in_process"]["n"] == 4
