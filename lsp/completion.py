@@ -135,8 +135,9 @@ class CompletionEngine:
     def on_change(self, uri: str) -> None:
         """An edit makes the document's running generation stale: stop it now."""
         st = self._docs.get(uri)
-        if st and st.job:
+        if st and st.job and not st.job.superseded:
             st.job.supersede()
+            self.stats.inc("superseded")
 
     def on_close(self, uri: str) -> None:
         self.on_change(uri)
@@ -201,7 +202,7 @@ class CompletionEngine:
             return []
 
         previous = st.job
-        if previous is not None:
+        if previous is not None and not previous.superseded:
             previous.supersede()
             self.stats.inc("superseded")
         job = _Job(doc.uri)
