@@ -1104,7 +1104,7 @@ def _configure_file_log(settings: Settings) -> None:
 
 
 def configure_logging(settings: Settings) -> None:
-    """stderr gets warnings; ``--log-file`` gets everything at ``log_level``; pygls' per-message logs stay quiet."""
+    """stderr gets warnings; ``--log-file`` gets everything at ``log_level``; pygls' own chatter stays quiet."""
     root = logging.getLogger("dgemma_lsp")
     if not any(
         isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr for h in root.handlers
@@ -1113,7 +1113,8 @@ def configure_logging(settings: Settings) -> None:
         h.setLevel(logging.WARNING)
         h.setFormatter(logging.Formatter("dgemma-lsp %(levelname)s: %(message)s"))
         root.addHandler(h)
-    logging.getLogger("pygls").setLevel(logging.WARNING)
+    # pygls logs every message body at INFO and a warning per late $/cancelRequest (one per keystroke)
+    logging.getLogger("pygls").setLevel(logging.ERROR)
     _configure_file_log(settings)
 
 
