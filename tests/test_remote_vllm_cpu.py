@@ -151,3 +151,15 @@ async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str
         assert re.search(r"Aborted request", server.log_tail(200_000)), server.log_tail()
     finally:
         await be.aclose()
+
+
+async def test_prompt_ids_through_completions(server: ServerProcess, key: str) -> None:
+    be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    try:
+        await be.start()
+        ids = await be.tokenize("def f(x):")
+        assert ids and all(isinstance(i, int) for i in ids)
+        done = await collect(be.generate(CanvasRequest(prompt_ids=ids, canvas_length=8)))
+        assert done.text and done.stats.prompt_tokens == len(ids) and done.stats.tokens == 8
+    finally:
+        await be.aclose()
