@@ -847,6 +847,9 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
             params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
         )
         try:
+            selected = params.context.selected_completion_info if params.context else None
+            if selected is not None and selected.text:
+                return await _complete_after_selection(ls, doc, selected, invoked)
             return await ls.completion.complete(
                 doc, params.position.line, params.position.character, invoked=invoked, request_id=ls.protocol.msg_id
             )
@@ -982,6 +985,34 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
             return {"mode": backend.mode, "count": backend.count}
 
     return ls
+
+
+async def _complete_after_selection(
+    ls: DGemmaServer, doc: Document, selected: types.SelectedCompletionInfo, invoked: bool
+) -> list[types.InlineCompletionItem]:
+    """The completion widget shows ``selected``: complete as if it were inserted, and return items that extend it
+    (VS Code only shows inline items that start with the selected completion)."""
+    r = selected.range
+    try:
+        a = doc.offset(r.start.line, r.start.character)
+        b = doc.offset(r.end.line, r.end.character)
+    except PositionError as exc:
+        ls.log_line(logging.WARNING, f"inline completion: bad selectedCompletionInfo range ({exc})")
+        return []
+    if b < a:
+        return []
+    text = doc.text
+    virtual = Document(doc.uri, doc.language_id, doc.version, LineIndex(text[:a] + selected.text + text[b:]))
+    vline, vchar = virtual.position(a + len(selected.text))
+    items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
+    out = []
+    for item in items:
+        closers = item.range.end.character - item.range.start.character  # UTF-16 units right of the cursor
+        end = doc.position(b)
+        item.insert_text = selected.text + item.insert_text
+        item.range = types.Range(start=r.start, end=types.Position(line=end[0], character=end[1] + max(0, closers)))
+        out.append(item)
+    return out
 
 
 async def _list_actions(ls: DGemmaServer, doc: Document, params: types.CodeActionParams) -> list[types.CodeAction]:

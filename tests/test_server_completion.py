@@ -261,3 +261,20 @@ async def test_trigger_command_returns_items(lsp):
     assert isinstance(items, list)
     for item in items:
         assert item["range"]["start"] == {"line": 1, "character": 11}
+
+
+async def test_items_extend_the_selected_completion(lsp):
+    """With the completion widget open (selectedCompletionInfo), items start with the selected text."""
+    uri = "file:///t/selected.py"
+    open_doc(lsp, uri, "import os\nos.pa")
+    params = completion_params(uri, 1, 5, invoked=True)
+    params.context.selected_completion_info = types.SelectedCompletionInfo(
+        range=types.Range(start=types.Position(line=1, character=3), end=types.Position(line=1, character=5)),
+        text="path",
+    )
+    items = await lsp.text_document_inline_completion_async(params)
+    assert items
+    for item in items:
+        assert item.insert_text.startswith("path") and len(item.insert_text) > 4
+        assert item.range.start == types.Position(line=1, character=3)
+        assert item.range.end == types.Position(line=1, character=5)

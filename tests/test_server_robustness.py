@@ -222,3 +222,19 @@ async def test_backend_that_cannot_load_then_recovers(lsp):
 
 async def _state(client, state: str):
     return (await status(client))["backend"]["state"] == state
+
+
+async def test_full_document_change_and_close_clear_diagnostics(lsp):
+    uri = "file:///r/full.json"
+    open_doc(lsp, uri, '{"a": 1}', "json")
+    lsp.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text='{"a": [1,}')],
+        )
+    )
+    await wait_until(lambda: _diags(lsp, uri), timeout=20)
+    lsp.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    await status(lsp)
+    assert list(lsp.diagnostics[uri]) == []  # closing clears what the editor shows
+    assert await complete(lsp, uri, 0, 1) == []  # and the document is gone
