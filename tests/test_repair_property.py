@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -140,3 +141,34 @@ def test_jsonc_comments_survive(value: object, data: st.DataObject) -> None:
     after = [out[a:b] for k, a, b in J.tokenize(out) if k == J.COMMENT]
     assert before == after
     assert json.loads(J._blank_jsonc(out)) == value
+
+
+_MD_PIECES = [
+    "| a | b |\n|---|---|\n| 1 | 2 |\n",
+    "| a | b | c |\n|---|---|\n| 1 |\n",
+    "| x | y |\n| 1 | 2 |\n| 3 |\n",
+    "```py\ncode\n```\n",
+    '```json\n{"a": [1, 2]}\n```\n',
+    "> quote\n",
+    "- item\n  ```\n  x\n",
+    "# Heading\n",
+    "\n",
+    "text with a | pipe\n",
+]
+
+
+@PROPS
+@given(st.lists(st.sampled_from(_MD_PIECES), min_size=1, max_size=8), st.data())
+def test_markdown_fix_all_is_valid_and_keeps_every_letter(pieces: list[str], data: st.DataObject) -> None:
+    doc = "".join(pieces)
+    if data.draw(st.booleans()) and len(doc) > 1:
+        pos = data.draw(st.integers(0, len(doc) - 1))
+        doc = doc[:pos] + data.draw(st.sampled_from(["|", "\n", "`", ",", ""])) + doc[pos + 1 :]
+    fix = rules_fix(doc, "markdown", None)
+    if fix is None:
+        return
+    out = fix.apply(doc)
+    assert find_issues(out, "markdown") == []
+    assert revalidate(doc, fix, "markdown") is None
+    # every letter and digit is still there (stray punctuation inside a broken JSON fence may be deleted)
+    assert not Counter(c for c in doc if c.isalnum()) - Counter(c for c in out if c.isalnum())

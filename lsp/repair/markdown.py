@@ -21,6 +21,7 @@ _BLOCK_START = re.compile(
     r"[ ]{0,3}(?:#{1,6}(?:[ \t]|$)|>|`{3,}|~{3,}|(?:[-*_][ \t]*){3,}$|[-*+](?:[ \t]|$)|[0-9]{1,9}[.)](?:[ \t]|$)"
     r"|<[A-Za-z/!?])"
 )
+_ATX = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t]|$)")
 _SPECIAL_FIRST = frozenset(" \t>-*+0123456789`~|")
 JSON_INFOS = {"json": "json", "jsonc": "jsonc", "json5": "jsonc", "jsonl": None, "geojson": "json"}
 
@@ -130,6 +131,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
     list_indent: int | None = None  # content column of the open list item
     prev_blank = True
     para_depth = 0  # blockquote depth of the paragraph the previous line belongs to
+    prev_para = False  # the previous line was paragraph text (only those have lazy continuation lines)
     i = 0
     while i < n:
         line = lines[i]
@@ -139,14 +141,17 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                 if prev_blank:
                     list_indent = None
                 prev_blank = False
+                prev_para = not _ATX.match(line)  # a heading is not a paragraph
             else:
                 prev_blank = True
+                prev_para = False
                 para_depth = 0
             i += 1
             continue
         prefix, rest = _strip_bq(line)
         if not rest.strip():
             prev_blank = True
+            prev_para = False
             para_depth = 0
             i += 1
             continue
@@ -164,9 +169,9 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             rel = rest[base:] if base else rest
         rel_ind = _indent(rel)
         # A less-indented line right after list-item text is a lazy paragraph continuation: it starts no table.
-        lazy = not m_item and list_indent is not None and not prev_blank and ind < list_indent
+        lazy = prev_para and not m_item and list_indent is not None and ind < list_indent
         # Likewise after blockquote text: a line with fewer '>' markers continues the quoted paragraph.
-        lazy = lazy or (not prev_blank and prefix.count(">") < para_depth)
+        lazy = lazy or (prev_para and prefix.count(">") < para_depth)
         para_depth = para_depth if lazy else prefix.count(">")
         if rel_ind >= 4 and prev_blank and base == 0:
             i += 1  # indented code block
@@ -196,6 +201,9 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             blocks.append(block)
             i = (block.last + 1) if block.closed else max(block.last + 1, i + 1)
             prev_blank = False
+            prev_para = False
+            if list_indent is not None and not m_item and ind < list_indent:
+                list_indent = None  # a fence left of the list's content column ends the list
             continue
         if lazy:
             prev_blank = False
@@ -216,6 +224,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                     blocks.append(Block("table", i, j - 1, prefix))
                     i = j
                     prev_blank = False
+                    prev_para = False
                     continue
         if rel_ind <= 3 and rel.lstrip().startswith("|"):
             j = i + 1
@@ -235,8 +244,10 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                 blocks.append(Block("pipes", i, j - 1, prefix))
                 i = j
                 prev_blank = False
+                prev_para = True
                 continue
         prev_blank = False
+        prev_para = not _ATX.match(rel) and not _BLOCK_START.match(rel.strip()) or bool(m_item)
         i += 1
     return blocks, lines, starts
 
