@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dgemma_lsp.lsp.diagnostics import find_issues
-from dgemma_lsp.lsp.repair import apply_edits, revalidate, rules_fix
+from dgemma_lsp.lsp.repair import apply_edits, revalidate, rules_fix, validate_fix
 from dgemma_lsp.lsp.repair import jsonc as J
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
@@ -104,6 +104,7 @@ def test_each_diagnostic_fix_is_validated_and_local(name: str, lang: str, broken
             continue  # some issues only go away together with another; the fix-all action covers them
         out = fix.apply(broken)
         assert revalidate(broken, fix, lang) is None
+        assert validate_fix(broken, out, lang, fix.span) is None  # what a client checking one span sees
         left = find_issues(out, lang)
         assert all(i.code != issue.code or i.start != issue.start for i in left), f"{name}: {issue.code} remains"
 
@@ -156,3 +157,4 @@ def test_fixture_files(path: Path) -> None:
         one = rules_fix(text, lang, issue)
         assert one is not None, issue
         assert revalidate(text, one, lang) is None
+        assert validate_fix(text, one.apply(text), lang, one.span) is None

@@ -85,6 +85,20 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         spans = [sp for t in targets for sp in _spans(t)]
         fixed, why = validate_edits(text, edits, lang, spans)
         span = _hull(spans)
+        if why is None and issue is not None and len(spans) > 1 and validate_fix(text, fixed, lang, span) is not None:
+            # Far-apart edits (both fence lines) with other problems between them: a client checking against
+            # the one reported span would refuse this, so fix everything inside that span with it.
+            inner = [t for t in raw if all(span[0] <= a and b <= span[1] for a, b in _spans(t))]
+            more = _dedupe([ed for t in inner for ed in t.edits])
+            if all(t.edits for t in inner) and len(inner) > 1:
+                fixed2, why2 = validate_edits(text, more, lang, [sp for t in inner for sp in _spans(t)])
+                if why2 is None and validate_fix(text, fixed2, lang, span) is None:
+                    edits, fixed = more, fixed2
+                    title = f"{title} (and {len(inner) - 1} more inside it)"
+                    codes = sorted({t.code for t in inner})
+                    spans = [span]
+            else:
+                why = "the fix spans other problems it cannot repair"
         if why is None:
             return Fix(
                 f"{title} (deterministic rules)",

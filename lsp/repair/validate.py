@@ -266,32 +266,48 @@ def _comment_text(t: str) -> str:
 _WORD = re.compile(r"[^\s|]+")
 
 
+def _json_fences(text: str) -> list[tuple[int, int, str]]:
+    """(body start, body end, json language) of every closed JSON fence."""
+    blocks, lines, starts = _md.scan_blocks(text)
+    out = []
+    for b in blocks:
+        if b.kind == "fence" and b.closed and b.last > b.first + 1:
+            lang = _md.JSON_INFOS.get(b.info.split()[0].lower() if b.info else "")
+            if lang:
+                out.append((starts[b.first + 1], starts[b.last], lang))
+    return out
+
+
 def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: bool) -> str | None:
     o_issues = _md.find_markdown_issues(original)
     n_issues = _md.find_markdown_issues(fixed)
     why = _issue_check(o_issues, n_issues, segs)
     if why:
         return why
-    blocks, lines, starts = _md.scan_blocks(original)
-    json_fences = []
-    for b in blocks:
-        if b.kind == "fence" and b.closed and b.last > b.first + 1:
-            lang = _md.JSON_INFOS.get(b.info.split()[0].lower() if b.info else "")
-            if lang:
-                json_fences.append((starts[b.first + 1], starts[b.last], lang))
+    o_fences = _json_fences(original)
+    f_fences = _json_fences(fixed)
     fblocks, flines, fstarts = _md.scan_blocks(fixed)
     for s, e, fs, fe in segs:
         # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
-        inside = next(((cs, ce, lg) for cs, ce, lg in json_fences if cs <= s and e <= ce), None)
+        inside = next(((cs, ce, lg) for cs, ce, lg in o_fences if cs <= s and e <= ce), None)
         if inside is not None:
             cs, ce, lg = inside
             why = _validate_json(original, fixed, lg == "jsonc", [(s, e, fs, fe)], keep_values, cs, ce, cs + fs - s)
             if why:
                 return why
             continue
+        # A span holding whole JSON fences: each body judged as a JSON document, the rest word by word.
+        o_in = [f for f in o_fences if s <= f[0] and f[1] <= e]
+        f_in = [f for f in f_fences if fs <= f[0] and f[1] <= fe]
+        if len(o_in) != len(f_in):
+            return "the fix changes which JSON code fences there are"
+        for (a, b, lg), (fa, fb, _) in zip(o_in, f_in, strict=True):
+            body, fbody = original[a:b], fixed[fa:fb]
+            if body != fbody and (why := validate_fix(body, fbody, lg, (0, len(body)), keep_values=keep_values)):
+                return why
         if keep_values:
-            need = Counter(_WORD.findall(original[s:e]))
-            have = Counter(_WORD.findall(fixed[fs:fe]))
+            need = Counter(_WORD.findall(_without(original, s, e, o_in)))
+            have = Counter(_WORD.findall(_without(fixed, fs, fe, f_in)))
             lost = need - have
             if lost:
                 return f"the fix drops text from the span: {next(iter(lost))!r}"
@@ -306,3 +322,13 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             if why:
                 return why
     return None
+
+
+def _without(text: str, s: int, e: int, holes: list[tuple[int, int, str]]) -> str:
+    """``text[s:e]`` without the given (start, end, _) regions."""
+    parts, pos = [], s
+    for a, b, _ in holes:
+        parts.append(text[pos:a])
+        pos = b
+    parts.append(text[pos:e])
+    return "".join(parts)
