@@ -258,6 +258,9 @@ def report(results: list[dict[str, Any]], m: dict[str, Any], command: str, args:
         ls, la, c, o = r["latency_suggestion_ms"], r["latency_answered_ms"], r["counts"], r["outcomes"]
         gen = r["server_latency_ms"].get("transformers") or {}
         name = Path(r["model"]).name
+        params = ((r.get("backend") or {}).get("detail") or {}).get("parameters")
+        if params:
+            name += f" ({params / 1e6:.1f}M params)"
         L.append(
             f"| {name} | {r['keystrokes']} | {fmt(ls['p50'], 0)} / {fmt(ls['p90'], 0)} ({ls['n']}) "
             f"| {fmt(la['p50'], 0)} / {fmt(la['p90'], 0)} ({la['n']}) | {r['suggestion_before_next_key']} "
