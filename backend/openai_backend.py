@@ -33,7 +33,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -171,7 +171,11 @@ class OpenAIBackend:
             raise BackendUnavailable(f"base_url must start with http:// or https:// (got {redact_url(base_url)!r})")
         if not 1 <= max_concurrent <= 4:
             raise BackendUnavailable("max_concurrent must be between 1 and 4 (the vendor's --max-num-seqs limit)")
-        self.base_url = base_url.rstrip("/")
+        parts = urlsplit(base_url)
+        # Credentials in the URL (https://user:pw@host/v1) become Basic auth, so the URL itself (which httpx logs)
+        # carries none.
+        self._basic_auth = (unquote(parts.username), unquote(parts.password or "")) if parts.username else None
+        self.base_url = redact_url(base_url).rstrip("/")
         self.root_url = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.requested_model = model
         self.model = model
@@ -268,6 +272,7 @@ class OpenAIBackend:
             http2 = False
         self._client = httpx.AsyncClient(
             headers=headers,
+            auth=self._basic_auth,
             verify=verify,
             timeout=self.timeout,
             http2=http2,
@@ -388,7 +393,8 @@ class OpenAIBackend:
 
     def _scrub(self, text: str) -> str:
         text = " ".join(text.split())
-        for secret in (self._api_key, *self.extra_headers.values()):
+        basic = self._basic_auth[1] if self._basic_auth else None
+        for secret in (self._api_key, basic, *self.extra_headers.values()):
             if secret and len(secret) >= 6:  # custom headers may carry tokens too
                 text = text.replace(secret, "***")
         return text[:200]

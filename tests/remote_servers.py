@@ -75,11 +75,12 @@ def ensure_tiny_llama(cache_dir: str | Path | None = None) -> Path:
     tmp = base / f".tiny-llama-{os.getpid()}"
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    if out.exists():
+    try:
+        tmp.rename(out)
+    except OSError:  # another test process built it meanwhile
         import shutil
 
-        shutil.rmtree(out)
-    tmp.rename(out)
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

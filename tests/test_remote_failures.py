@@ -519,3 +519,17 @@ async def test_prompt_ids_go_to_the_completions_endpoint() -> None:
             assert done.text == "abc" and seen[-1]["prompt"] == [5, 6, 7] and seen[-1]["max_tokens"] == 4
         finally:
             await be.aclose()
+
+
+async def test_credentials_in_base_url_become_basic_auth(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with StubTestServer({MODELS: models_reply(), CHAT: OK}) as srv:
+        url = srv.base_url.replace("http://", "http://alice:s3cr%40t-pw@")
+        be = backend_for(url)
+        try:
+            assert (await collect(be.generate(ask()))).text == "Hello"
+            assert srv.requests[-1].headers["authorization"] == "Basic YWxpY2U6czNjckB0LXB3"  # alice:s3cr@t-pw
+            assert "s3cr" not in be.info().detail["base_url"]
+        finally:
+            await be.aclose()
+    assert all("s3cr" not in r.getMessage() for r in caplog.records)
