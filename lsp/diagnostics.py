@@ -14,7 +14,7 @@ from threading import Lock
 LANGUAGE_ALIASES = {
     "json": "json",
     "jsonc": "jsonc",
-    "json5": "jsonc",
+    "json5": None,  # unquoted keys, single quotes, hex are valid JSON5: checking it as JSONC would cry wolf
     "jsonl": None,
     "markdown": "markdown",
     "md": "markdown",

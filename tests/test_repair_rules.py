@@ -158,3 +158,18 @@ def test_fixture_files(path: Path) -> None:
         assert one is not None, issue
         assert revalidate(text, one, lang) is None
         assert validate_fix(text, one.apply(text), lang, one.span) is None
+
+
+def test_crlf_documents_keep_their_line_breaks() -> None:
+    broken = '{\r\n  "a": {\r\n    "b": [1, 2,\r\n'
+    out = rules_fix(broken, "json", None).apply(broken)
+    assert out == '{\r\n  "a": {\r\n    "b": [1, 2]\r\n  }\r\n}\r\n'
+    md = "| a | b |\r\n| 1 | 2 |\r\n\r\n```py\r\nx\r\n"
+    out = rules_fix(md, "markdown", None).apply(md)
+    assert out == "| a | b |\r\n| --- | --- |\r\n| 1 | 2 |\r\n\r\n```py\r\nx\r\n```\r\n"
+    assert "\n" not in out.replace("\r\n", "")
+    assert find_issues(out, "markdown") == []
+
+
+def test_json5_is_not_checked_as_jsonc() -> None:
+    assert find_issues("{unquoted: 'single', hex: 0x1F,}", "json5") == []

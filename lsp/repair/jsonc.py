@@ -441,15 +441,16 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
     def close_insert_text(at: int) -> str:
         """Closers for every open container, each on its own line when its opener began a line."""
         last_nl = text.rfind("\n", 0, at)
+        nl = "\r\n" if last_nl > 0 and text[last_nl - 1] == "\r" else "\n"  # keep the document's line breaks
         out = []
         ls = -1
         prev = 0
         for opener, pos in stack:  # ascending offsets: find each line start by scanning only the gap
             if pos <= last_nl:  # the container spans lines: its closer goes on a line of its own
-                nl = text.rfind("\n", prev, pos)
-                ls = nl + 1 if nl >= 0 else (ls if ls >= 0 else 0)
+                brk = text.rfind("\n", prev, pos)
+                ls = brk + 1 if brk >= 0 else (ls if ls >= 0 else 0)
                 line = text[ls:pos]
-                out.append("\n" + line[: len(line) - len(line.lstrip(" \t"))] + CLOSERS[opener])
+                out.append(nl + line[: len(line) - len(line.lstrip(" \t"))] + CLOSERS[opener])
             else:
                 out.append(CLOSERS[opener])
             prev = pos

@@ -23,7 +23,7 @@ _BLOCK_START = re.compile(
 )
 _ATX = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t]|$)")
 _SPECIAL_FIRST = frozenset(" \t>-*+0123456789`~|")
-JSON_INFOS = {"json": "json", "jsonc": "jsonc", "json5": "jsonc", "jsonl": None, "geojson": "json"}
+JSON_INFOS = {"json": "json", "jsonc": "jsonc", "json5": None, "jsonl": None, "geojson": "json"}
 
 
 @dataclass(slots=True)

@@ -376,7 +376,11 @@ async def _model_table(
         ),
     ]
     attempts = attempts if attempts is not None else getattr(settings, "repair_attempts", 3)
-    canvas = _canvas_for(table, 0, tokenizer)
+    # Pin the rows before the first one with an empty cell: they must come back unchanged anyway.
+    first_gap = next(i for i, row in enumerate(want) if "" in row)
+    pin_lines = first_gap + (2 if first_gap >= 1 else 1)  # want skips the separator row
+    pin_chars = sum(len(ln) + 1 for ln in tlines[:pin_lines]) if first_gap else 0
+    canvas = _canvas_for(table, min(pin_chars, len(table)), tokenizer)
     for i in range(max(1, attempts)):
         seed = (getattr(settings, "seed", 0) or 0) + i
         steps = min(MAX_STEPS, getattr(settings, "denoising_steps", 16) * (i + 1))
