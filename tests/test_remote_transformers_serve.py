@@ -215,6 +215,51 @@ async def test_doctor_reports_what_it_found(server: ServerProcess) -> None:
         await be.aclose()
 
 
+async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(server: ServerProcess) -> None:
+    """End to end: ``dgemma-lsp --stdio`` with ``backend = openai`` against the real server. A single-line completion
+    comes back; a 4000-token multi-line one cancelled with ``$/cancelRequest`` returns at once and the server stops
+    generating (its CPU goes idle)."""
+    from conftest import completion_params, execute, open_doc, start_client, stop_client
+    from lsprotocol import types
+
+    settings = {
+        "backend": "openai",
+        "baseUrl": server.base_url,
+        "requestTimeoutS": 120,
+        "debounceMs": 0,
+        "singleLineCanvas": 16,
+        "multiLineCanvas": 4000,
+        "canvasLength": 4096,
+    }
+    client = await start_client(ensure_tiny_llama(), settings=settings, faults=False)
+    try:
+        st = await execute(client, "dgemma.status")
+        assert st["backend"]["info"]["name"] == "openai" and st["backend"]["info"]["device"] == "remote"
+        uri = "file:///t/remote.py"
+        open_doc(client, uri, "x = \ndef slow():\n    ")
+        t = time.monotonic()
+        res = await client.text_document_inline_completion_async(completion_params(uri, 0, 4, invoked=True))
+        assert res is not None and time.monotonic() - t < 30  # single line: a 16-token canvas
+        fut = client.protocol.send_request(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, completion_params(uri, 2, 4, invoked=True), msg_id="remote-cancel"
+        )
+        await asyncio.sleep(2.0)
+        c0 = server.cpu_seconds()
+        await asyncio.sleep(1.0)
+        assert server.cpu_seconds() - c0 > 0.05, "the server should still be generating the long completion"
+        t = time.monotonic()
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="remote-cancel"))
+        with pytest.raises(Exception, match="[Cc]ancel"):
+            await asyncio.wait_for(asyncio.wrap_future(fut), 5)
+        assert time.monotonic() - t < 1.0, "the LSP request must return at once"
+        await asyncio.sleep(1.0)
+        c1 = server.cpu_seconds()
+        await asyncio.sleep(1.5)
+        assert server.cpu_seconds() - c1 < 0.3, "the server kept generating after the cancel"
+    finally:
+        await stop_client(client)
+
+
 async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None:
     """Runs last: SIGKILLs the module's server mid-stream, then restarts it on the same port."""
     srv = server
