@@ -224,7 +224,7 @@ class _DraftTap:
             base = rid.rsplit("-", 1)[0] if rid not in self.queues else rid
             q = self.queues.get(base)
             if q is not None:
-                q.put_nowait(("draft", int(step.decode()), np.frombuffer(payload, dtype=np.int32).tolist()))
+                q.put_nowait(("draft", (int(step.decode()), np.frombuffer(payload, dtype=np.int32).tolist())))
 
     def close(self) -> None:
         if self._task is not None:

@@ -21,53 +21,45 @@ _CACHE: dict[type, type] = {}
 class KernelDenoisingMixin:
     """Overrides ``DiffusionGemmaGenerationMixin._denoising_step``; everything else stays transformers'."""
 
-    def _denoising_step(  # noqa: PLR0913 - transformers' signature
-        self,
-        decoder_forward,
-        current_canvas: torch.Tensor,
-        argmax_canvas: torch.Tensor,
-        input_ids: torch.Tensor,
-        decoder_position_ids: torch.Tensor,
-        self_conditioning_logits: torch.Tensor,
-        mask_mapping: dict,
-        cache: Any,
-        finished_denoising: torch.Tensor,
-        cur_step: int,
-        sampler: Any,
-        logits_processor: Any,
-        diffusion_stopping_criteria: Any,
-        **model_kwargs: Any,
-    ):
+    def _denoising_step(self, *args: Any, **kwargs: Any):
+        # transformers calls this with keywords only; names other than ours (``cache`` in 5.24,
+        # ``past_key_values`` in older releases, model kwargs) pass through to the decoder untouched
         from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
             LinearTemperatureScheduleLogitsProcessor,
             StableAndConfidentStoppingCriteria,
         )
 
+        names = ("decoder_forward", "current_canvas", "argmax_canvas", "input_ids", "decoder_position_ids",
+                 "self_conditioning_logits", "mask_mapping", "finished_denoising", "cur_step", "sampler",
+                 "logits_processor", "diffusion_stopping_criteria")  # fmt: skip
+        if args or any(n not in kwargs for n in names):
+            return super()._denoising_step(*args, **kwargs)  # type: ignore[misc]
+        rest = {k: v for k, v in kwargs.items() if k not in names}
+        current_canvas = kwargs["current_canvas"]
+        logits_processor = kwargs["logits_processor"]
+        crit = kwargs["diffusion_stopping_criteria"]
         procs = list(logits_processor)
         simple = (
             kernels_usable(current_canvas.device)
             and len(procs) == 1
             and isinstance(procs[0], LinearTemperatureScheduleLogitsProcessor)
-            and (
-                diffusion_stopping_criteria is None
-                or type(diffusion_stopping_criteria) is StableAndConfidentStoppingCriteria
-            )
+            and (crit is None or type(crit) is StableAndConfidentStoppingCriteria)
         )
         if not simple:  # custom processors or criteria: transformers' own step
-            return super()._denoising_step(  # type: ignore[misc]
-                decoder_forward, current_canvas, argmax_canvas, input_ids, decoder_position_ids,
-                self_conditioning_logits, mask_mapping, cache, finished_denoising, cur_step, sampler,
-                logits_processor, diffusion_stopping_criteria, **model_kwargs,
-            )  # fmt: skip
-        proc = procs[0]
-        out = decoder_forward(
+            return super()._denoising_step(**kwargs)  # type: ignore[misc]
+        argmax_canvas = kwargs["argmax_canvas"]
+        self_conditioning_logits = kwargs["self_conditioning_logits"]
+        finished_denoising = kwargs["finished_denoising"]
+        cur_step = kwargs["cur_step"]
+        sampler = kwargs["sampler"]
+        out = kwargs["decoder_forward"](
             decoder_input_ids=current_canvas,
             self_conditioning_logits=self_conditioning_logits,
-            decoder_attention_mask=mask_mapping,
-            cache=cache,
-            decoder_position_ids=decoder_position_ids,
-            **model_kwargs,
+            decoder_attention_mask=kwargs["mask_mapping"],
+            decoder_position_ids=kwargs["decoder_position_ids"],
+            **rest,
         )
+        proc = procs[0]
         raw = out.logits
         b, c, v = raw.shape
         temperature = proc.t_min + (proc.t_max - proc.t_min) * (cur_step / proc.max_denoising_steps)
@@ -87,12 +79,12 @@ class KernelDenoisingMixin:
         new_current = res.next_canvas.view(b, c)
         new_argmax = res.argmax.view(b, c)
         scaled = res.scaled_logits.view(b, c, v)
-        if diffusion_stopping_criteria is not None:
+        if crit is not None:
             if finished_denoising.any():
                 new_argmax = torch.where(finished_denoising[:, None], argmax_canvas, new_argmax)
                 new_current = torch.where(finished_denoising[:, None], current_canvas, new_current)
                 scaled = torch.where(finished_denoising[:, None, None], self_conditioning_logits, scaled)
-            finished_denoising |= _stable_and_confident(diffusion_stopping_criteria, new_argmax, res.entropy.view(b, c))
+            finished_denoising |= _stable_and_confident(crit, new_argmax, res.entropy.view(b, c))
         return new_current, new_argmax, scaled, finished_denoising
 
 

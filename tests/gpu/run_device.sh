@@ -4,6 +4,7 @@
 #   run 1: carry .kit1   command: bash tests/gpu/run_device.sh 1   (kernel parity on GPU, floors, sampler kernels)
 #   run 2: carry .kit2   command: bash tests/gpu/run_device.sh 2   (transformers full-size steps, ref vs kernels)
 #   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (vLLM: tiny end-to-end tests, native vs ours)
+#   alone: carry nothing command: bash tests/gpu/run_device.sh t   (transformers only, no kit)
 # Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
@@ -42,6 +43,10 @@ case "$N" in
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 110 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   timeout 420 python3 bench/gpu_step.py --parts vllm --job-timeout 150 --out "$OUT/gpu_step.jsonl"
+  ;;
+t)  # transformers reference vs our kernels only (no vLLM kit needed)
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 --out "$OUT/gpu_step.jsonl"
   ;;
 esac
 echo "== run $N done $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=memory.used --format=csv,noheader
