@@ -47,7 +47,7 @@ def normalize_language(language_id: str) -> str | None:
 
 _CACHE: OrderedDict[tuple[str, str], list[StructureIssue]] = OrderedDict()
 _CACHE_LOCK = Lock()
-_CACHE_SIZE = 16
+_CACHE_SIZE = 8  # documents, each up to max_document_bytes
 
 
 def find_issues(text: str, language_id: str) -> list[StructureIssue]:

@@ -204,3 +204,13 @@ async def test_complete_table_model_fill_is_checked_cell_by_cell() -> None:
     assert [f.kind for f in fixes] == ["model", "rules"]
     assert fixes[0].apply(doc) == good
     assert "changed" in trace[0]["reason"]
+
+
+async def test_a_crashing_backend_still_gets_the_rules_fallback() -> None:
+    fake = FakeGenerate(RuntimeError("CUDA error"), RuntimeError("CUDA error"))
+    trace: list[dict] = []
+    fixes = await repair(
+        BROKEN, "json", None, mode="auto", generate=fake, settings=Settings(repair_attempts=2), trace=trace
+    )
+    assert [f.kind for f in fixes] == ["rules"] and "fallback" in fixes[0].title
+    assert all("CUDA error" in r["reason"] for r in trace)

@@ -228,6 +228,9 @@ async def model_fix(
         except BackendError as exc:
             record["reason"] = f"backend error: {exc}"
             continue
+        except Exception as exc:  # noqa: BLE001 - a misbehaving backend must not take the fallback down with it
+            record["reason"] = f"backend failure: {type(exc).__name__}: {exc}"
+            continue
         record["output"] = out
         out = _strip_fence(out, excerpt)
         if excerpt.endswith("\n") and not out.endswith("\n"):
@@ -402,6 +405,9 @@ async def _model_table(
             raise
         except BackendError as exc:
             record["reason"] = f"backend error: {exc}"
+            continue
+        except Exception as exc:  # noqa: BLE001 - a misbehaving backend must not take the fallback down with it
+            record["reason"] = f"backend failure: {type(exc).__name__}: {exc}"
             continue
         record["output"] = out
         why = _table_fill_ok(table.rstrip("\n"), out, want)
