@@ -322,11 +322,6 @@ def _reindent_multi(lines: list[str], ctx: CursorContext, plan: CompletionPlan) 
     return lines
 
 
-def _open_depth(text: str, language_id: str) -> int:
-    """How many brackets ``text`` leaves open."""
-    return len(_scan(text, language_id)[0])
-
-
 def _cut_suffix_lines(lines: list[str], suffix_lines: list[str], ctx: CursorContext) -> list[str]:
     """Cut the completion's tail where it repeats the document's next lines (until it no longer does).
 
