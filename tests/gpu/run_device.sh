@@ -3,7 +3,8 @@
 # (kit built here first: `bash ../shared/device/build-vllm-kit.sh` from the repo root; see docs/vllm.md).
 #   run 1: carry .kit1   command: bash tests/gpu/run_device.sh 1   (kernel parity on GPU, floors, sampler kernels)
 #   run 2: carry .kit2   command: bash tests/gpu/run_device.sh 2   (transformers full-size steps, ref vs kernels)
-#   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (vLLM: tiny end-to-end tests, native vs ours)
+#   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (vLLM full size: native vs ours, suggestions)
+#   run 4: carry nothing command: bash tests/gpu/run_device.sh 4   (vLLM tiny checkpoint end to end; warm only)
 #   alone: carry nothing command: bash tests/gpu/run_device.sh t   (transformers only, no kit)
 # Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
@@ -39,10 +40,14 @@ case "$N" in
   timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 --out "$OUT/gpu_step.jsonl"
   ;;
 3)
+  # the first engine compiles cold (~150 s on 2026-11-30): the native job gets the longest slot
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 110 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
-  timeout 420 python3 bench/gpu_step.py --parts vllm --job-timeout 150 --out "$OUT/gpu_step.jsonl"
+  timeout 520 python3 bench/gpu_step.py --parts vllm --job-timeout 170 --out "$OUT/gpu_step.jsonl"
+  ;;
+4)  # while still warm after run 3 (vLLM stays in /tmp/site): the tiny end-to-end tests
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
 t)  # transformers reference vs our kernels only (no vLLM kit needed)
   install_shim; export PYTHONPATH=/tmp/dg
