@@ -361,8 +361,11 @@ class OpenAIBackend:
             try:
                 async with asyncio.timeout_at(deadline):
                     resp = await self._ensure_client().get(url, headers=self._auth())
-                if resp.status_code in (502, 503, 504, 429) and attempt + 1 < attempts:
-                    await self._backoff(attempt, deadline, resp.headers.get("retry-after"))
+                if (
+                    resp.status_code in (502, 503, 504, 429)
+                    and attempt + 1 < attempts
+                    and await self._backoff(attempt, deadline, resp.headers.get("retry-after"))
+                ):
                     continue
                 if resp.status_code != 200:
                     raise self._http_error(resp.status_code, resp.text, resp.headers.get("retry-after"))
@@ -372,22 +375,24 @@ class OpenAIBackend:
                 raise DeadlineExceeded(f"{self._where()} did not answer within the deadline") from None
             except httpx.HTTPError as exc:
                 err = self._transport_error(exc)
-                if attempt + 1 < attempts:
-                    await self._backoff(attempt, deadline)
+                if attempt + 1 < attempts and await self._backoff(attempt, deadline):
                     continue
                 raise err from None
             except ValueError:
                 raise BackendError(f"{redact_url(url)} returned invalid JSON", kind="protocol") from None
         raise BackendError("unreachable")  # pragma: no cover
 
-    async def _backoff(self, attempt: int, deadline: float, retry_after: str | None = None) -> None:
+    async def _backoff(self, attempt: int, deadline: float, retry_after: str | None = None) -> bool:
+        """Sleep before retry ``attempt + 1`` (exponential with jitter, ``Retry-After`` honoured up to 10 s).
+        False, without sleeping, when the wait would pass the deadline: the caller reports the original error."""
         delay = self.backoff_s * (2**attempt) * (0.5 + random.random())
         if retry_after:
             with contextlib.suppress(ValueError):
                 delay = max(delay, min(float(retry_after), 10.0))
         if time.monotonic() + delay >= deadline:
-            raise DeadlineExceeded(f"no time left to retry {self._where()} before the deadline")
+            return False
         await asyncio.sleep(delay)
+        return True
 
     # ----- errors -----
 
@@ -662,8 +667,11 @@ class OpenAIBackend:
             except httpx.HTTPError as exc:
                 err = self._transport_error(exc)
                 # Only failures to connect are safe to repeat: the request never reached the server.
-                if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) and attempt < self.retries:
-                    await self._backoff(attempt, deadline)
+                if (
+                    isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                    and attempt < self.retries
+                    and await self._backoff(attempt, deadline)
+                ):
                     attempt += 1
                     continue
                 raise err from None
@@ -684,8 +692,11 @@ class OpenAIBackend:
                         self._note_refused(refused, text, degraded)
                         continue
                     err = self._http_error(resp.status_code, text, resp.headers.get("retry-after"))
-                    if resp.status_code in (429, 502, 503) and attempt < self.retries:
-                        await self._backoff(attempt, deadline, resp.headers.get("retry-after"))
+                    if (
+                        resp.status_code in (429, 502, 503)
+                        and attempt < self.retries
+                        and await self._backoff(attempt, deadline, resp.headers.get("retry-after"))
+                    ):
                         attempt += 1
                         continue
                     raise err

