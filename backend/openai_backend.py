@@ -7,16 +7,17 @@ DiffusionGemma server sends a whole committed canvas per chunk, an autoregressiv
 servers do not expose the intermediate denoising canvases, so this backend never emits :class:`Draft`.
 
 Diffusion controls travel as vLLM's per-request ``vllm_xargs`` (``SamplingParams.extra_args``), sent only to a vLLM
-server (detected from ``/v1/models`` ``owned_by`` and ``/version``); a server that rejects them (HTTP 400/422 naming
-the field) is asked again without them, once, and remembered. What is lost then is listed in ``Done.stats.extra``
-(``degraded``) and in docs/remote.md.
+server (detected from ``/v1/models`` ``owned_by`` and ``/version``). When a server answers 400/422 naming an optional
+field (``vllm_xargs``/``diffusion_*``, ``seed``, ``stream_options``) the request is sent again at once without it; a
+refused field is remembered, a refused value concerns that request only. What is lost is listed in
+``Done.stats.extra["degraded"]`` and in docs/remote.md.
 
 Production manners: the API key comes from the environment variable named by ``api_key_env`` and never appears in
 logs or messages; TLS verification is on unless turned off (``ca_bundle`` for private CAs); connect/read timeouts plus
 a total deadline per request; bounded retries with backoff only before the first response byte and only where the
 request cannot have produced work (connection never made, 429/502/503, GETs); one shared ``httpx.AsyncClient``
-(HTTP/2 when ``h2`` is installed); closing the event iterator closes the HTTP stream at once (the server aborts the
-generation); at most ``max_concurrent`` requests in flight.
+(HTTP/2 when ``h2`` is installed); closing the event iterator closes the HTTP stream at once, resetting it over HTTP/2
+(the server aborts the generation); at most ``max_concurrent`` requests in flight.
 """
 
 from __future__ import annotations
