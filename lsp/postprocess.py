@@ -67,9 +67,21 @@ def _drop_markers(text: str) -> str:
     return text
 
 
-def _unfence(text: str) -> str | None:
-    """Content of the first fenced block (to its closing fence, or to the end when unclosed), else None."""
+def _unfence(text: str, *, leading_only: bool = False, only_tags: tuple[str, ...] | None = None) -> str | None:
+    """Content of the first fenced block (to its closing fence, or to the end when unclosed), else None.
+
+    ``leading_only``: the fence must open the text, after blank or chat-prose lines only (a fence further
+    down is part of the code, e.g. in a docstring). ``only_tags``: accept only these info strings.
+    """
     m = _FENCE_OPEN.search(text)
+    if m and leading_only:
+        before = [ln for ln in text[: m.start()].split("\n") if ln.strip()]
+        if not all(_PROSE.match(ln) or ln.rstrip().endswith(":") and " " in ln.strip() for ln in before):
+            return None
+    if m and only_tags is not None:
+        tag = m.group(0).strip()[len(m.group(1)) :].strip().lower()
+        if tag not in only_tags:
+            return None
     if not m:
         # An opening fence with nothing after it on the last line ("```python" at the very end).
         if re.fullmatch(r"\s*(`{3,}|~{3,})[^\n`]*\s*", text):
@@ -382,10 +394,13 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
     if not text.strip():
         return ""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    inner = _unfence(text)
+    prose_doc = ctx.language_id in _PROSE_LANGS
+    # In code, a fence opening the answer (after prose at most) is chat wrapping; in Markdown a fence is
+    # content unless it is tagged as the document's own language.
+    inner = _unfence(text, leading_only=True, only_tags=("markdown", "md", "") if prose_doc else None)
     if inner is not None:
         text = inner.rstrip("\n")
-    else:
+    elif not prose_doc:
         text = _strip_prose(text)
     if plan.mode == "single":
         # Whole-answer inline code (`x + 1`) from chatty models.

@@ -132,6 +132,16 @@ CLEAN_CASES = [
     ('{"a": |}\n', "1}", "json", '{"a": 1}\n'),
     ("- one\n- |\n", "two", "markdown", "- one\n- two\n"),
     ("x = \U0001f600 + |\n", "\U0001f600", "python", "x = \U0001f600 + \U0001f600\n"),
+    # a fence inside the answer is content: Markdown code blocks, docstring examples
+    ("# Install\n\n|\n", "```bash\npip install x\n```", "markdown", "# Install\n\n```bash\npip install x\n```\n"),
+    ("# Install\n\n|\n", "```markdown\nRun it.\n```", "markdown", "# Install\n\nRun it.\n"),
+    (
+        'def f():\n    """Example:\n\n    |\n',
+        "Run it.\n    ```\n    f()\n    ```",
+        "python",
+        'def f():\n    """Example:\n\n    Run it.\n    ```\n    f()\n    ```\n',
+    ),
+    ("Intro.\n\n|\n", "Here is how it works:\n\nIt runs.", "markdown", "Intro.\n\nHere is how it works:\n\nIt runs.\n"),
     # an explanation after the code is not code
     (
         "def f(x):\n    |\n",
