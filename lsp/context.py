@@ -274,6 +274,10 @@ _OPENER_WORDS = ("do", "then", "begin", "else")
 _COLON_LANGS = frozenset({"python", "yaml", "coffeescript", "nim", "gdscript", "cython", "starlark"})
 # Languages where indentation is syntax (a block's body cannot sit in column 0).
 INDENT_LANGS = _COLON_LANGS | {"haskell", "fsharp", "elm", "sass", "pug"}
+_BRACE_LANGS = frozenset(
+    {"javascript", "typescript", "javascriptreact", "typescriptreact", "c", "cpp", "csharp", "java", "go", "rust",
+     "swift", "kotlin", "php", "dart", "scala", "css", "scss", "less", "json", "jsonc", "objective-c", "groovy"}
+)  # fmt: skip
 _LINE_COMMENT = re.compile(r"\s+(#|//|--)\s.*$")
 
 
@@ -300,6 +304,8 @@ def ends_with_block_opener(line: str, language_id: str, *, at_cursor: bool = Tru
         return True
     if s.endswith(_OPENERS_ANY):
         return True
+    if language_id in _COLON_LANGS or language_id in _BRACE_LANGS:
+        return False  # "else"/"do" there are followed by ":" or "{", not by a block on the next line
     words = re.findall(r"[A-Za-z_]+$", s)
     return bool(words) and words[0] in _OPENER_WORDS and len(s) > len(words[0]) and not s[-len(words[0]) - 1].isalnum()
 

@@ -44,6 +44,8 @@ PLAN_CASES = [
     ("const f = () =>|\n", "typescript", "multi", 0, "after a block opener"),
     ("xs.each do|\n", "ruby", "multi", 0, "after a block opener"),
     ("if x then|\n", "lua", "multi", 0, "after a block opener"),
+    ("} else|\n", "javascript", "single", 0, "end of line"),  # "{" follows on this line
+    ("else|\n", "python", "single", 0, "end of line"),  # ":" follows
     ("args = (|\n", "python", "multi", 0, "after a block opener"),
     ("key: value:|\n", "javascript", "single", 0, "end of line"),  # ":" opens blocks only where it does
     ("def f(x):\n    |\n", "python", "multi", 0, "empty line after a block opener"),
