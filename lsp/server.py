@@ -43,6 +43,7 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.config import ConfigError, Settings
 
+from . import structure_worker
 from .completion import ACCEPT_COMMAND, CompletionEngine
 from .diagnostics import normalize_language
 from .documents import Document, DocumentStore
@@ -82,6 +83,7 @@ KIND_REWRITE = "refactor.rewrite.dgemma.rewriteSelection"
 CODE_ACTION_KINDS = (KIND_FIX, KIND_FIX_RULES, KIND_FIX_ALL, KIND_TABLE, KIND_REWRITE)
 
 DIAGNOSTICS_DEBOUNCE_S = 0.25
+PROCESS_DIAGNOSTICS_CHARS = 200_000  # documents from this size get their structure pass in a worker process
 _LEVEL_TO_TYPE = {
     logging.ERROR: types.MessageType.Error,
     logging.WARNING: types.MessageType.Warning,
@@ -173,8 +175,11 @@ class DGemmaServer(LanguageServer):
             snippets=self._snippets,
             not_ready=self._not_ready_reason,
         )
-        # Diagnostics run here, off the event loop, one at a time (a 1 MB scan must not stall typing).
+        # Diagnostics run off the event loop, one at a time: small documents in a thread, large ones in one
+        # spawned worker process (long C calls in a thread would still hold the GIL and stall typing).
         self._diag_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgemma-diag")
+        self._diag_process: concurrent.futures.ProcessPoolExecutor | None = None
+        self._diag_process_failed = False
         self._diag_tasks: dict[str, asyncio.Task] = {}
         self._issues: dict[str, tuple[int, list[Any]]] = {}
         self._big_warned: set[str] = set()
@@ -461,6 +466,22 @@ class DGemmaServer(LanguageServer):
 
     # -- diagnostics ----------------------------------------------------------------------------------------
 
+    async def _structure_pass(self, text: str, language_id: str) -> tuple[list[Any], list[Any]]:
+        loop = asyncio.get_running_loop()
+        if len(text) >= PROCESS_DIAGNOSTICS_CHARS and not self._diag_process_failed:
+            try:
+                if self._diag_process is None:
+                    import multiprocessing
+
+                    self._diag_process = concurrent.futures.ProcessPoolExecutor(
+                        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                    )
+                return await loop.run_in_executor(self._diag_process, structure_worker.compute, text, language_id)
+            except (concurrent.futures.process.BrokenProcessPool, OSError, RuntimeError) as exc:
+                self._diag_process_failed = True
+                self.log_line(logging.WARNING, f"diagnostics worker process unavailable ({exc}); using a thread")
+        return await loop.run_in_executor(self._diag_pool, structure_worker.compute, text, language_id)
+
     def schedule_diagnostics(self, uri: str, delay: float) -> None:
         old = self._diag_tasks.pop(uri, None)
         if old is not None and not old.done():
@@ -486,9 +507,7 @@ class DGemmaServer(LanguageServer):
         if self._wants_structure(doc):
             return []
         version = doc.version
-        issues, _ = await asyncio.get_running_loop().run_in_executor(
-            self._diag_pool, _compute_diagnostics, doc.text, doc.language_id
-        )
+        issues, _ = await self._structure_pass(doc.text, doc.language_id)
         if doc.version == version:
             self._issues[doc.uri] = (version, issues)
         return issues
@@ -511,9 +530,8 @@ class DGemmaServer(LanguageServer):
         version, text, lang = doc.version, doc.text, doc.language_id
         t0 = time.monotonic()
         try:
-            issues, diags = await asyncio.get_running_loop().run_in_executor(
-                self._diag_pool, _compute_diagnostics, text, lang
-            )
+            issues, ranges = await self._structure_pass(text, lang)
+            diags = _to_diagnostics(issues, ranges)
         except Exception as exc:
             log.exception("diagnostics failed")
             self.log_line(logging.ERROR, f"structure diagnostics failed for {uri}: {type(exc).__name__}: {exc}")
@@ -656,39 +674,31 @@ class DGemmaServer(LanguageServer):
         return types.WorkspaceEdit(changes={doc.uri: edits})
 
 
-def _compute_diagnostics(text: str, language_id: str) -> tuple[list[Any], list[types.Diagnostic]]:
-    """Worker-thread body: find issues and convert their offsets to LSP ranges."""
-    from .diagnostics import find_issues
+_SEVERITIES = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
 
-    issues = find_issues(text, language_id)
-    index = LineIndex(text)
-    n = len(text)
-    severities = {
-        "error": types.DiagnosticSeverity.Error,
-        "warning": types.DiagnosticSeverity.Warning,
-        "info": types.DiagnosticSeverity.Information,
-        "information": types.DiagnosticSeverity.Information,
-        "hint": types.DiagnosticSeverity.Hint,
-    }
+
+def _to_diagnostics(issues: list[Any], ranges: list[tuple[int, int, int, int]]) -> list[types.Diagnostic]:
     diags = []
-    for i, issue in enumerate(issues):
-        start = max(0, min(int(issue.start), n))
-        end = max(start, min(int(issue.end), n))
-        sl, sc = index.position(start)
-        el, ec = index.position(end)
+    for i, (issue, (sl, sc, el, ec)) in enumerate(zip(issues, ranges, strict=True)):
         diags.append(
             types.Diagnostic(
                 range=types.Range(
                     start=types.Position(line=sl, character=sc), end=types.Position(line=el, character=ec)
                 ),
                 message=issue.message,
-                severity=severities.get(str(getattr(issue, "severity", "error")), types.DiagnosticSeverity.Error),
+                severity=_SEVERITIES.get(str(getattr(issue, "severity", "error")), types.DiagnosticSeverity.Error),
                 code=str(issue.code) if getattr(issue, "code", None) else None,
                 source="dgemma",
                 data={"issue": i},
             )
         )
-    return issues, diags
+    return diags
 
 
 def _check_fix(text: str, language_id: str, fix: Any) -> str | None:
@@ -781,6 +791,8 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
             except Exception:
                 pass
         ls._diag_pool.shutdown(wait=False, cancel_futures=True)
+        if ls._diag_process is not None:
+            ls._diag_process.shutdown(wait=False, cancel_futures=True)
 
     @ls.feature(types.EXIT)
     def on_exit(ls: DGemmaServer, params: Any) -> None:

@@ -130,21 +130,27 @@ async def test_five_megabyte_document(lsp):
 
 
 async def test_large_json_does_not_stall_typing(lsp):
-    """Diagnostics of a 1 MB broken JSON run off the event loop: requests keep being answered quickly."""
+    """Diagnostics of a 1 MB broken JSON run off the event loop: while a pass runs, requests keep being answered
+    in a fraction of the pass's own time (were it on the loop, one request would wait the whole pass)."""
     uri = "file:///r/big.json"
     rows = ",\n".join(f'  {{"id": {i}, "name": "item {i}", "tags": ["a", "b"]}}' for i in range(18_000))
     text = "[\n" + rows + ",\n]\n"  # a trailing comma at the very end
     assert len(text) > 1_000_000
-    open_doc(lsp, uri, text, "json")
     worst = 0.0
-    for k in range(10):
-        edit(lsp, uri, 2 + k, (1, 2), (1, 2), " ")
-        t0 = time.monotonic()
-        await status(lsp)
-        worst = max(worst, time.monotonic() - t0)
-    assert worst < 2.0
+    open_doc(lsp, uri, text, "json")  # the first pass starts at once
+    await status(lsp)  # (receiving 1 MB once is not typing)
+    for k in range(3):
+        edit(lsp, uri, 2 + k, (1, 2), (1, 2), " ")  # keystrokes while passes run
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            await status(lsp)
+            worst = max(worst, time.monotonic() - t0)
     diags = await wait_until(lambda: _diags(lsp, uri), timeout=60)
     assert diags[0].range.start.line >= 18_000
+    passes = (await status(lsp))["stats"]["latency_ms"]["diagnostics"]
+    longest = passes["p99_ms"] / 1000  # this document's passes are the longest ones
+    assert worst < 0.5 * longest + 0.15, (worst, longest)
 
 
 async def test_backend_error_then_next_request_works(lsp):
