@@ -412,12 +412,19 @@ class VLLMBackend:
         return self.tokenizer.decode(list(ids[:cut]), skip_special_tokens=True), cut < len(ids)
 
     # --------------------------------------------------------------- generate
-    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
-        await self.start()
+    def _sampling_params(self, sampling: dict[str, Any]) -> Any:
         from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
+        return SamplingParams(**sampling, output_kind=RequestOutputKind.DELTA)
+
+    def _tokens_prompt(self, ids: list[int]) -> Any:
+        from vllm.inputs import TokensPrompt
+
+        return TokensPrompt(prompt_token_ids=ids)
+
+    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+        await self.start()
         t0 = time.monotonic()
         prompt_ids = self._prompt_ids(request)
         mapped = map_request(
@@ -430,15 +437,15 @@ class VLLMBackend:
             engine_entropy_bound=self._engine_entropy_bound,
             engine_t=self._engine_t,
         )
-        params = SamplingParams(**mapped.sampling, output_kind=RequestOutputKind.DELTA)
+        params = self._sampling_params(mapped.sampling)
         rid = f"dg{uuid.uuid4().hex[:16]}"
         queue: asyncio.Queue = asyncio.Queue()
-        if self._tap is not None and "dgemma_draft_tap" in (params.extra_args or {}):
+        if self._tap is not None and "dgemma_draft_tap" in (mapped.sampling.get("extra_args") or {}):
             self._tap.queues[rid] = queue
 
         async def pump() -> None:
             try:
-                async for out in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, rid):
+                async for out in self._engine.generate(self._tokens_prompt(prompt_ids), params, rid):
                     queue.put_nowait(("out", out))
             except Exception as exc:  # surfaced to the consumer as one BackendError line
                 queue.put_nowait(("error", exc))

@@ -1,0 +1,200 @@
+"""VLLMBackend.generate's event stream over a fake engine (CPU).
+
+``FakeDiffusionEngine`` stands in for vLLM's ``AsyncLLM`` — the layer *below* the one under test — and
+``_FakeTap`` for the plugin's zmq draft tap: they emit what vLLM 0.26 + our plugin emit (one delta output per
+committed canvas, one draft per denoising step). What is tested is the backend: events, decoding, cancel, abort,
+deadlines, stop-at-newline. The real engine runs in tests/gpu/test_gpu_vllm_backend.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from dgemma_lsp.backend.contract import (
+    BackendError,
+    Cancelled,
+    CancelToken,
+    CanvasRequest,
+    Committed,
+    DeadlineExceeded,
+    Done,
+    Draft,
+    collect,
+)
+from dgemma_lsp.backend.vllm_backend import VLLMBackend, VLLMFeatures
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES
+
+STEP_S = 0.004
+
+
+class _FakeTap:
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue] = {}
+
+    def close(self) -> None:
+        pass
+
+
+class FakeDiffusionEngine:
+    """Fake AsyncLLM: ``canvases`` lists the token ids of each canvas it will commit."""
+
+    def __init__(self, tap: _FakeTap, canvases: list[list[int]], steps: int = 4, fail: bool = False) -> None:
+        self.tap, self.canvases, self.steps, self.fail = tap, canvases, steps, fail
+        self.aborted: list[str] = []
+        self.params: list = []
+        self.running: set[str] = set()
+
+    async def generate(self, prompt, params, rid):
+        self.params.append(params)
+        self.running.add(rid)
+        try:
+            if self.fail:
+                raise RuntimeError("CUDA error: out of memory")
+            for i, canvas in enumerate(self.canvases):
+                for step in range(1, self.steps + 1):
+                    await asyncio.sleep(STEP_S)
+                    if rid in self.aborted:
+                        return
+                    q = self.tap.queues.get(rid)
+                    if q is not None:
+                        q.put_nowait(("draft", (step, canvas)))
+                await asyncio.sleep(STEP_S)
+                last = i == len(self.canvases) - 1
+                yield SimpleNamespace(outputs=[SimpleNamespace(token_ids=list(canvas))], finished=last)
+        finally:
+            self.running.discard(rid)
+
+    async def abort(self, rid: str) -> None:
+        self.aborted.append(rid)
+
+    def shutdown(self) -> None:
+        pass
+
+
+class FakeEngineVLLMBackend(VLLMBackend):
+    """The real backend with the fake engine and the tiny checkpoint's tokenizer (set up in ``_start``)."""
+
+    def __init__(self, canvases: list[list[int]], tokenizer, **kw) -> None:
+        super().__init__("fake/model", canvas_length=32)
+        self._fake_args = (canvases, kw)
+        self._tok = tokenizer
+
+    async def _start(self, progress) -> None:
+        self.tokenizer = self._tok
+        self._vocab_size = len(self._tok)
+        self._eos = {self._tok.eos_token_id}
+        self.features = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
+        self._tap = _FakeTap()
+        canvases, kw = self._fake_args
+        self._engine = FakeDiffusionEngine(self._tap, canvases, **kw)
+
+    def _sampling_params(self, sampling):
+        return dict(sampling)
+
+    def _tokens_prompt(self, ids):
+        return list(ids)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+
+    return AutoTokenizer.from_pretrained(ensure_tiny_checkpoint())
+
+
+def ids(tok, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False)
+
+
+async def test_streams_drafts_then_committed_canvases_then_done(tok) -> None:
+    a, b = ids(tok, "def add(a, b):"), ids(tok, " return a + b")
+    backend = FakeEngineVLLMBackend([a, b], tok)
+    req = CanvasRequest(prompt_ids=[2, 5], canvas_length=32, max_new_tokens=64, max_denoising_steps=4)
+    evs = [ev async for ev in backend.generate(req)]
+    kinds = [e.kind for e in evs]
+    assert kinds == ["draft"] * 4 + ["committed"] + ["draft"] * 4 + ["committed", "done"]
+    commits = [e for e in evs if isinstance(e, Committed)]
+    assert [c.text for c in commits] == ["def add(a, b):", " return a + b"]
+    assert [c.steps for c in commits] == [4, 4]
+    assert [d.step for d in evs if isinstance(d, Draft) and d.canvas_index == 1] == [1, 2, 3, 4]
+    done = evs[-1]
+    assert isinstance(done, Done) and done.text == "def add(a, b): return a + b"
+    assert done.stats.canvases == 2 and done.stats.tokens == len(a) + len(b)
+    assert done.stats.first_draft_s is not None and done.stats.first_commit_s >= done.stats.first_draft_s
+    params = backend._engine.params[0]
+    assert params["detokenize"] is False and params["extra_args"]["dgemma_draft_tap"] is True
+    assert not backend._engine.aborted  # it finished by itself
+
+
+async def test_eos_cuts_the_text_and_ends_the_stream(tok) -> None:
+    canvas = ids(tok, "x = 1") + [tok.eos_token_id] + ids(tok, "garbage")
+    backend = FakeEngineVLLMBackend([canvas, ids(tok, "never")], tok)
+    done = await collect(backend.generate(CanvasRequest(prompt_ids=[2], want_drafts=False)))
+    assert done.text == "x = 1" and done.stats.canvases == 1
+
+
+async def test_cancel_stops_within_one_step_and_aborts_the_request(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a")] * 8, tok, steps=10)
+    cancel = CancelToken()
+    req = CanvasRequest(prompt_ids=[2], max_new_tokens=256, cancel=cancel)
+    after = 0
+    t_cancel = 0.0
+    with pytest.raises(Cancelled):
+        async for ev in backend.generate(req):
+            if isinstance(ev, Draft) and ev.step == 3 and not cancel.cancelled:
+                cancel.cancel()
+                t_cancel = time.monotonic()
+            elif cancel.cancelled:
+                after += 1
+    assert time.monotonic() - t_cancel < 10 * STEP_S
+    assert after <= 1
+    assert len(backend._engine.aborted) == 1
+    await asyncio.sleep(3 * STEP_S)
+    assert not backend._engine.running  # the request left the engine
+
+
+async def test_closing_the_stream_aborts_the_request(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a")] * 4, tok)
+    agen = backend.generate(CanvasRequest(prompt_ids=[2], max_new_tokens=128))
+    first = await agen.__anext__()
+    assert isinstance(first, Draft)
+    await agen.aclose()
+    assert len(backend._engine.aborted) == 1
+
+
+async def test_deadline_raises_and_aborts(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a")] * 4, tok, steps=50)
+    req = CanvasRequest(prompt_ids=[2], max_new_tokens=128, deadline=time.monotonic() + 0.03)
+    with pytest.raises(DeadlineExceeded):
+        await collect(backend.generate(req))
+    assert len(backend._engine.aborted) == 1
+
+
+async def test_stop_at_newline_ends_after_the_first_line(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "x = 1\n"), ids(tok, "y = 2\n")], tok)
+    done = await collect(backend.generate(CanvasRequest(prompt_ids=[2], max_new_tokens=64, stop_at_newline=True)))
+    assert done.text == "x = 1\n"
+    assert len(backend._engine.aborted) == 1
+
+
+async def test_engine_failure_is_one_backend_error_line(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a")], tok, fail=True)
+    with pytest.raises(BackendError, match="vLLM request failed: RuntimeError: CUDA error: out of memory"):
+        await collect(backend.generate(CanvasRequest(prompt_ids=[2])))
+
+
+async def test_messages_go_through_the_chat_template_and_pins_need_support(tok) -> None:
+    from dgemma_lsp.backend.contract import ChatMessage
+
+    backend = FakeEngineVLLMBackend([ids(tok, "ok")], tok)
+    req = CanvasRequest(messages=[ChatMessage("user", "hi")], seed_text="x = ", pinned=[0], want_drafts=False)
+    done = await collect(backend.generate(req))
+    assert done.text == "ok" and done.stats.prompt_tokens > 2
+    extra = backend._engine.params[0]["extra_args"]
+    assert extra["diffusion_seed_canvas"][:1] == ids(tok, "x = ")[:1] and extra["diffusion_pinned"] == [0]
