@@ -238,7 +238,9 @@ async def _doctor(args: argparse.Namespace) -> int:
         _, label = default_model()
         print(f"model         {label}")
     elif settings.backend == "openai":
-        print(f"server        {settings.base_url}")
+        from .backend.openai_backend import redact_url
+
+        print(f"server        {redact_url(settings.base_url)}")
         print(f"model         {settings.remote_model or '(first model the server lists)'}")
     else:
         print(f"model         {settings.model or '(backend default)'}")
@@ -249,11 +251,20 @@ async def _doctor(args: argparse.Namespace) -> int:
 
     try:
         backend = create_backend(settings)
-        await backend.start(None)
-        info = backend.info()
-        print(f"status        ready on {info.device}")
-        for k, v in info.detail.items():
-            print(f"  {k:<12}{v}")
+        probe = getattr(backend, "doctor", None)
+        if probe is not None:  # remote: discovery + one tiny generation, secrets never printed
+            report = await probe()
+            ok = ok and bool(report.get("ok"))
+            print(f"status        {'ready' if report.get('ok') else 'NOT READY: ' + str(report.get('error'))}")
+            for k, v in report.items():
+                if k not in ("ok", "error"):
+                    print(f"  {k:<22}{v}")
+        else:
+            await backend.start(None)
+            info = backend.info()
+            print(f"status        ready on {info.device}")
+            for k, v in info.detail.items():
+                print(f"  {k:<22}{v}")
         await backend.aclose()
     except BackendError as exc:
         print(f"status        NOT READY: {exc}")
