@@ -83,6 +83,7 @@ KIND_REWRITE = "refactor.rewrite.dgemma.rewriteSelection"
 CODE_ACTION_KINDS = (KIND_FIX, KIND_FIX_RULES, KIND_FIX_ALL, KIND_TABLE, KIND_REWRITE)
 
 DIAGNOSTICS_DEBOUNCE_S = 0.25
+LOAD_HEARTBEAT_S = 5.0  # a $/progress report at least this often while a model loads
 PROCESS_DIAGNOSTICS_CHARS = 200_000  # documents from this size get their structure pass in a worker process
 _LEVEL_TO_TYPE = {
     logging.ERROR: types.MessageType.Error,
@@ -374,9 +375,22 @@ class DGemmaServer(LanguageServer):
         self.log_line(logging.INFO, f"loading backend {s.backend} ({label}; {reason})")
         t0 = time.monotonic()
         outcome = ""
+
+        async def heartbeat() -> None:
+            # Big checkpoints load for minutes and backends report rarely: say that it is still going.
+            while True:
+                await asyncio.sleep(LOAD_HEARTBEAT_S)
+                if token is not None and not self.exiting:
+                    elapsed = time.monotonic() - t0
+                    self.work_done_progress.report(
+                        token, types.WorkDoneProgressReport(message=f"still loading {label} ({elapsed:.0f}s)")
+                    )
+
+        ticker = asyncio.ensure_future(heartbeat())
         try:
             backend = await asyncio.to_thread(self._create_backend, s)
             await backend.start(progress)
+            ticker.cancel()
             if gen != self._backend_gen:  # a newer reload started meanwhile
                 await backend.aclose()
                 outcome = "superseded"
@@ -404,6 +418,7 @@ class DGemmaServer(LanguageServer):
             except Exception:
                 pass
         finally:
+            ticker.cancel()
             if token is not None and not self.exiting:
                 # after any report a worker thread queued, so "end" is really last
                 loop.call_soon(self.work_done_progress.end, token, types.WorkDoneProgressEnd(message=outcome or "done"))
