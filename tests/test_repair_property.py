@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from dgemma_lsp.lsp.diagnostics import find_issues
 from dgemma_lsp.lsp.repair import jsonc as J
-from dgemma_lsp.lsp.repair import revalidate, rules_fix
+from dgemma_lsp.lsp.repair import revalidate, rules_fix, validate_fix
 
 keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
 scalars = st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.text(max_size=12)
@@ -172,3 +172,21 @@ def test_markdown_fix_all_is_valid_and_keeps_every_letter(pieces: list[str], dat
     assert revalidate(doc, fix, "markdown") is None
     # every letter and digit is still there (stray punctuation inside a broken JSON fence may be deleted)
     assert not Counter(c for c in doc if c.isalnum()) - Counter(c for c in out if c.isalnum())
+
+
+_NOISE = st.text(st.sampled_from(list("{}[]:,\"'/*\\ \n\r\tabc01-.e|`~>#$\x00é")), max_size=60)
+
+
+@PROPS
+@given(_NOISE, st.sampled_from(["json", "jsonc", "markdown"]))
+def test_random_noise_never_crashes_and_never_yields_an_invalid_fix(text: str, lang: str) -> None:
+    issues = find_issues(text, lang)
+    for issue in [None, *issues[:3]]:
+        fix = rules_fix(text, lang, issue)
+        if fix is None:
+            continue
+        out = fix.apply(text)
+        assert revalidate(text, fix, lang) is None
+        assert validate_fix(text, out, lang, fix.span) is None  # also what a client checking one span sees
+        if issue is None:
+            assert find_issues(out, lang) == []

@@ -97,6 +97,8 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
                     title = f"{title} (and {len(inner) - 1} more inside it)"
                     codes = sorted({t.code for t in inner})
                     spans = [span]
+                else:
+                    why = why2 or "the fix spans other problems"
             else:
                 why = "the fix spans other problems it cannot repair"
         if why is None:

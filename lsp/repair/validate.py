@@ -229,11 +229,14 @@ def _check_cluster(
 def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list) -> str | None:
     need: Counter = Counter()
     chars_need: Counter = Counter()
+    spelled: dict = {}  # lenient value -> how it was written (a quoted key 0 becomes the string "0")
     for k, a, b in in_o:
         if k == _json.UNTERMINATED:
             chars_need.update(ch for ch in original[a + 1 : b] if ch.isalnum())
         elif k in _json.VALUE_KINDS:
-            need[_json.lenient_value(k, original[a:b])] += 1
+            v = _json.lenient_value(k, original[a:b])
+            need[v] += 1
+            spelled.setdefault(v, set()).add(original[a:b])
     have: Counter = Counter()
     for k, a, b in in_f:
         if k in _json.VALUE_KINDS:
@@ -244,6 +247,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         for (kind, v), _n in missing.items():
             if kind == "s" and any(isinstance(x, str) and v in x for x in strings):
                 continue  # merged into a longer string (an unquoted "John Smith")
+            if kind != "s" and spelled.get((kind, v), set()) & set(strings):
+                continue  # an unquoted key 0 / true that became the string "0" / "true"
             return f"the fix loses or changes the value {v!r}"
     if chars_need:
         got = Counter(ch for k, a, b in in_f if k in _json.VALUE_KINDS for ch in fixed[a:b] if ch.isalnum())
