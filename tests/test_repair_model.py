@@ -214,3 +214,24 @@ async def test_a_crashing_backend_still_gets_the_rules_fallback() -> None:
     )
     assert [f.kind for f in fixes] == ["rules"] and "fallback" in fixes[0].title
     assert all("CUDA error" in r["reason"] for r in trace)
+
+
+async def test_large_document_fix_all_goes_window_by_window() -> None:
+    rows = ",\n".join(f'  "k{i}": {i}' for i in range(400))
+    broken = "{\n" + rows.replace('"k10": 10,', '"k10": 10', 1).replace('"k300": 300,', '"k300": 300,,', 1) + "\n}\n"
+    assert len(broken) > 4000 and len(find_issues(broken, "json")) == 2
+
+    class WindowFixer(FakeGenerate):
+        """Fake model that answers each window with the deterministic repair of that window's text."""
+
+        async def __call__(self, req: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+            self.requests.append(req)
+            excerpt = req.messages[1].content.split("repair:\n", 1)[1]
+            answer = excerpt.replace('"k10": 10\n', '"k10": 10,\n').replace(",,", ",")
+            yield Done(answer, Stats(backend="fake"))
+
+    fake = WindowFixer()
+    fix = await model_fix(broken, "json", None, fake, attempts=1, settings=Settings())
+    assert fix is not None and fix.kind == "model" and len(fake.requests) == 2
+    assert all(len(r.messages[1].content) < 1000 for r in fake.requests)  # windows, not the whole document
+    assert json.loads(fix.apply(broken)) == {f"k{i}": i for i in range(400)}

@@ -34,7 +34,7 @@ from ...backend.contract import (
 )
 from ..diagnostics import StructureIssue, find_issues, normalize_language
 from . import markdown as _md
-from .edits import Edit, Fix, apply_edits, minimal_edits
+from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
 from .rules import _fix_from_texts, _match, _raw_issues, describe, rules_fix
 from .validate import _issue_check, validate_fix
 
@@ -179,6 +179,9 @@ async def model_fix(
             span = (max(span[0], region[0]), min(span[1], region[1]))
             sub_lang = issue.language
     win = _window(text, span, region) if issue is not None else (0, len(text))
+    if issue is None and len(text) > MAX_WINDOW_CHARS:
+        # Too big to rewrite whole: repair the problems one window at a time (each step validated).
+        return await _fix_all_by_windows(text, lang, issues, generate, attempts, settings, tokenizer, trace)
     if win is None or win[1] - win[0] > 4 * MAX_WINDOW_CHARS:
         return None
     ws, we = win
@@ -257,6 +260,51 @@ async def model_fix(
             continue
         return fix
     return None
+
+
+MAX_SEQUENTIAL_FIXES = 8
+
+
+async def _fix_all_by_windows(
+    text: str,
+    lang: str,
+    issues: list[StructureIssue],
+    generate: GenerateFn,
+    attempts: int,
+    settings: Any,
+    tokenizer: Any,
+    trace: list[dict] | None,
+) -> Fix | None:
+    """Whole-document model fix of a large document: one validated windowed fix per problem, then the result is
+    validated again as a whole. None when there are too many problems or one of them defeats the model."""
+    if len(issues) > MAX_SEQUENTIAL_FIXES:
+        return None
+    current = text
+    for _ in range(MAX_SEQUENTIAL_FIXES):
+        left = find_issues(current, lang)
+        if not left:
+            break
+        step = await model_fix(
+            current, lang, left[0], generate, attempts=attempts, settings=settings, tokenizer=tokenizer, trace=trace
+        )
+        if step is None:
+            return None
+        current = step.apply(current)
+    if current == text or find_issues(current, lang):
+        return None
+    s, e, _ = changed_span(text, current)
+    nl = text.find("\n", e)
+    span = (text.rfind("\n", 0, s) + 1, len(text) if nl < 0 else nl)
+    return _fix_from_texts(
+        text,
+        current,
+        f"Fix all {describe(lang)} structure problems (DiffusionGemma)",
+        sorted({i.code for i in issues}),
+        f"{len(issues)} windowed model repairs",
+        kind="model",
+        span=span,
+        language=lang,
+    )
 
 
 async def repair(
