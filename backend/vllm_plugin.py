@@ -135,7 +135,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             # Host mirror of is_encoder_phase, refreshed by a non-blocking copy at the end of each step: the next
             # step reads it without stalling vLLM's async scheduling (the GPU is busy with the next forward).
             self._phase_np = np.zeros((n,), dtype=bool)
-            self._phase_pinned = torch.zeros((n,), dtype=torch.bool, pin_memory=True)
+            self._phase_pinned = torch.zeros((n,), dtype=torch.bool, pin_memory=dev.type == "cuda")
             self._phase_evt = torch.cuda.Event() if dev.type == "cuda" else None
             self._phase_pending = False
             self._sock = None
@@ -406,8 +406,9 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 return
             idx = async_copy_to_gpu(np.array(rows, dtype=np.int64), device=argmax_tokens.device)
             # non-blocking copies into pinned memory; the tap thread waits for them, the engine does not
-            toks = torch.empty((len(rows), argmax_tokens.shape[1]), dtype=torch.int32, pin_memory=True)
-            steps = torch.empty((len(rows),), dtype=torch.int32, pin_memory=True)
+            pin = argmax_tokens.is_cuda
+            toks = torch.empty((len(rows), argmax_tokens.shape[1]), dtype=torch.int32, pin_memory=pin)
+            steps = torch.empty((len(rows),), dtype=torch.int32, pin_memory=pin)
             toks.copy_(argmax_tokens[idx].to(torch.int32), non_blocking=True)
             steps.copy_(torch.where(is_denoise[idx], new_step[idx].to(torch.int32), -1), non_blocking=True)
             evt = torch.cuda.Event() if argmax_tokens.is_cuda else None

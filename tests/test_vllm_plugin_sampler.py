@@ -1,0 +1,231 @@
+"""Our vLLM sampler (backend/vllm_plugin.py) driven step by step on CPU, kernels in Triton's interpreter.
+
+vLLM is not installed here, so the few vLLM pieces the sampler subclasses or calls — ``DiffusionSampler``'s state
+and helpers, ``async_copy_to_gpu``, and zmq for the draft tap — are fakes with vLLM 0.26's attribute names
+(``fake_vllm_modules``). Under test is our subclass: seed canvas, pins, step cap, canvas width, commit skip, seeds,
+the draft tap. The real engine runs it in tests/gpu/ (and it ran the full-size benchmark, bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import types
+from types import SimpleNamespace
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from dgemma_lsp.backend import vllm_plugin  # noqa: E402
+
+N_SLOTS, CL, V, HIDDEN = 4, 16, 64, 8
+
+
+class FakeUva:
+    def __init__(self, n: int, dtype: torch.dtype) -> None:
+        self.np = torch.zeros(n, dtype=dtype).numpy()
+        self.gpu = torch.from_numpy(self.np.copy())
+
+    def copy_to_uva(self) -> torch.Tensor:
+        self.gpu = torch.from_numpy(self.np.copy())
+        return self.gpu
+
+
+class FakeStates:
+    """vLLM 0.26's DiffusionGemmaRequestStates (the fields the sampler touches)."""
+
+    def __init__(self, max_steps: int = 48, st: int = 2) -> None:
+        n = N_SLOTS
+        self.max_num_reqs, self.canvas_length, self.vocab_size = n, CL, V
+        self.max_denoising_steps, self.stability_threshold, self.device = max_steps, st, torch.device("cpu")
+        self.is_encoder_phase = torch.zeros(n, dtype=torch.bool)
+        self.canvas = torch.zeros(n, CL, dtype=torch.int64)
+        self.step = torch.zeros(n, dtype=torch.int32)
+        self.accepted_canvas_history = torch.zeros(n, st, CL, dtype=torch.int64)
+        self.accepted_canvas_history_len = torch.zeros(n, dtype=torch.int32)
+        self.argmax_canvas = torch.zeros(n, CL, dtype=torch.int64)
+        self.confident = torch.zeros(n, dtype=torch.bool)
+        self.self_conditioning_embeds = torch.zeros(n, CL, HIDDEN)
+
+    def init_canvas(self, slots) -> None:
+        self.canvas[slots] = torch.randint(0, V, (len(slots), CL))
+
+    def add_request(self, slot: int) -> None:  # what vLLM's model state does on add_request
+        self.is_encoder_phase[slot] = True
+        self.init_canvas([slot])
+        self.step[slot] = 0
+        self.accepted_canvas_history_len[slot] = 0
+
+
+class FakeDiffusionSampler:
+    """vLLM 0.26's DiffusionSampler surface: attributes plus the helpers our subclass calls."""
+
+    def __init__(self, states: FakeStates) -> None:
+        self.sampling_states = SimpleNamespace(max_num_logprobs=lambda slots: -1, add_request=lambda i, sp: None)
+        self.req_states = SimpleNamespace(draft_tokens=torch.zeros(N_SLOTS, CL, dtype=torch.int64))
+        self.diffusion_states = states
+        self.tp_size, self.vocab_size, self.canvas_length = 1, V, CL
+        self.embed_weight = torch.randn(V, HIDDEN)
+        self.normalizer = torch.tensor(1.0)
+        self.t_min, self.t_max, self.confidence_threshold, self.entropy_bound = 0.4, 0.8, 0.005, 0.1
+        self._sampled = torch.zeros(N_SLOTS, CL, dtype=torch.int32)
+        self._num_sampled = torch.zeros(N_SLOTS, dtype=torch.int32)
+        self._decode_slots = FakeUva(N_SLOTS, torch.int64)
+        self._decode_idx = FakeUva(N_SLOTS, torch.int64)
+
+    def add_request(self, req_idx, prompt_len, sampling_params) -> None:
+        self.sampling_states.add_request(req_idx, sampling_params)
+
+    def _handle_prefill(self, input_batch, device):
+        self._finish_prefills(input_batch, np.arange(input_batch.num_reqs))
+        return "prefill"
+
+    def _build_output(self, input_batch, sampled, num_sampled, per_req_nlogits_np, device, logprobs_tensors=None):
+        return SimpleNamespace(sampled=sampled.clone(), num_sampled=num_sampled.clone())
+
+
+class FakeSocket:
+    def __init__(self, sent: list) -> None:
+        self.sent = sent
+
+    def setsockopt(self, *a) -> None:
+        pass
+
+    def connect(self, addr: str) -> None:
+        pass
+
+    def send_multipart(self, parts, flags=0) -> None:
+        self.sent.append(parts)
+
+
+@pytest.fixture
+def plugin(monkeypatch: pytest.MonkeyPatch):
+    """The plugin's vLLM-side classes built against the fakes (and forgotten afterwards)."""
+    sent: list = []
+
+    def mod(name: str, **attrs) -> types.ModuleType:
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, m)
+        return m
+
+    for pkg in ("vllm", "vllm.model_executor", "vllm.model_executor.models", "vllm.v1", "vllm.v1.worker",
+                "vllm.v1.worker.gpu"):  # fmt: skip
+        mod(pkg)
+    mod("vllm.logger", init_logger=logging.getLogger)
+    mod("vllm.v1.worker.gpu.buffer_utils", async_copy_to_gpu=lambda x, device=None: torch.from_numpy(x).to(device))
+    mod(
+        "vllm.model_executor.models.diffusion_gemma",
+        DiffusionSampler=FakeDiffusionSampler,
+        DiffusionGemmaModelState=type("DiffusionGemmaModelState", (), {}),
+        DiffusionGemmaForConditionalGeneration=type("DiffusionGemmaForConditionalGeneration", (), {}),
+    )
+    ctx = SimpleNamespace(socket=lambda kind: FakeSocket(sent))
+    mod("zmq", PUSH=8, SNDHWM=23, NOBLOCK=1, Context=SimpleNamespace(instance=lambda: ctx))
+    monkeypatch.setenv("DGEMMA_DRAFT_TAP", "ipc:///tmp/fake-tap")
+    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN", raising=False)
+    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN_FEATURES", raising=False)
+    vllm_plugin._CLASSES.clear()
+    yield SimpleNamespace(cls=vllm_plugin.DGemmaSampler, sent=sent)
+    vllm_plugin._CLASSES.clear()
+
+
+def make(plugin, max_steps: int = 48) -> tuple:
+    states = FakeStates(max_steps)
+    return plugin.cls.from_native(FakeDiffusionSampler(states)), states
+
+
+def batch(slots: list[int], *, decode: bool, req_ids: list[str] | None = None) -> SimpleNamespace:
+    n = len(slots)
+    per = CL if decode else 0
+    return SimpleNamespace(
+        num_reqs=n,
+        num_draft_tokens=per * n,
+        idx_mapping_np=np.array(slots, dtype=np.int32),
+        idx_mapping=torch.tensor(slots, dtype=torch.int64),
+        cu_num_logits_np=np.arange(0, (n + 1) * per, per or 1, dtype=np.int32)[: n + 1] if per else np.zeros(n + 1),
+        req_ids=req_ids or [f"r{s}-abcdef12" for s in slots],
+        num_computed_prefill_tokens_np=np.zeros(n, dtype=np.int32),
+        num_scheduled_tokens=np.full(n, 10, dtype=np.int32),
+        prefill_len_np=np.full(n, 10, dtype=np.int32),
+    )
+
+
+def add(sampler, states, slot: int, **extra) -> None:
+    seed = extra.pop("seed", None)
+    states.add_request(slot)
+    sampler.add_request(slot, 10, SimpleNamespace(extra_args=extra or None, seed=seed))
+
+
+def test_seed_canvas_pins_step_cap_and_commit(plugin) -> None:
+    s, st = make(plugin)
+    seed = torch.randint(0, V, (CL,)).tolist()
+    pins = [0, 3, 15]
+    add(s, st, 1, diffusion_seed_canvas=seed, diffusion_pinned=pins, diffusion_max_steps=3, dgemma_draft_tap=True)
+    assert s(torch.empty(0, V), batch([1], decode=False)) == "prefill"
+    assert st.canvas[1].tolist() == seed and not bool(st.is_encoder_phase[1])  # the first canvas is the seed
+    for step in (1, 2, 3):
+        out = s(torch.randn(CL, V) * 3, batch([1], decode=True))
+        assert int(st.step[1]) == step and int(out.num_sampled[0]) == 0
+        assert [int(st.argmax_canvas[1, p]) for p in pins] == [seed[p] for p in pins]  # drafts keep the pins
+        assert [int(st.canvas[1, p]) for p in pins] == [seed[p] for p in pins]
+    assert bool(st.is_encoder_phase[1])  # the per-request cap (3) ended denoising, not the engine's 48
+    commit = s(torch.randn(CL, V), batch([1], decode=True))
+    assert s.stats["commit_only"] == 1  # no sampling work on the commit step
+    assert int(commit.num_sampled[0]) == CL
+    assert commit.sampled[0].tolist() == st.argmax_canvas[1].tolist()
+    assert [commit.sampled[0, p].item() for p in pins] == [seed[p] for p in pins]
+    assert not bool(st.is_encoder_phase[1]) and not bool(s.pin_active[1])  # pins cover the first canvas only
+    deadline = time.monotonic() + 5
+    while len(plugin.sent) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    steps = [int(m[1]) for m in plugin.sent]
+    assert steps == [1, 2, 3] and all(m[0] == b"r1-abcdef12" for m in plugin.sent)  # one draft per step
+    assert np.frombuffer(plugin.sent[-1][2], dtype=np.int32).tolist() == commit.sampled[0].tolist()
+
+
+def test_canvas_width_limits_what_is_committed(plugin) -> None:
+    s, st = make(plugin)
+    add(s, st, 0, diffusion_canvas_length=5, diffusion_max_steps=2)
+    s(torch.empty(0, V), batch([0], decode=False))
+    for _ in range(2):
+        s(torch.randn(CL, V), batch([0], decode=True))
+    commit = s(torch.randn(CL, V), batch([0], decode=True))
+    assert int(commit.num_sampled[0]) == 5
+
+
+def test_rng_seed_reproduces_the_denoising(plugin) -> None:
+    # the fake "model" returns fixed logits, so only the sampler's draws (initial canvas, samples, renoise) differ
+    logits = [torch.randn(CL, V) * 2 for _ in range(2)]
+
+    def run(seed: int) -> list[int]:
+        s, st = make(plugin)
+        add(s, st, 2, seed=seed, diffusion_max_steps=8)
+        s(torch.empty(0, V), batch([2], decode=False))
+        first = st.canvas[2].tolist()
+        for lg in logits:
+            s(lg, batch([2], decode=True))
+        return first + st.canvas[2].tolist()
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
+
+
+def test_two_requests_in_one_batch_keep_their_own_options(plugin) -> None:
+    s, st = make(plugin, max_steps=4)
+    seed = torch.randint(0, V, (CL,)).tolist()
+    add(s, st, 0, diffusion_seed_canvas=seed, diffusion_pinned=[2], diffusion_max_steps=2)
+    add(s, st, 3)
+    s(torch.empty(0, V), batch([0, 3], decode=False))
+    for _ in range(2):
+        s(torch.randn(2 * CL, V), batch([0, 3], decode=True))
+    assert bool(st.is_encoder_phase[0]) and not bool(st.is_encoder_phase[3])  # slot 0 capped at 2, slot 3 at 4
+    out = s(torch.randn(2 * CL, V), batch([0, 3], decode=True))  # mixed: slot 0 commits, slot 3 denoises
+    assert out.num_sampled.tolist() == [CL, 0]
+    assert int(out.sampled[0, 2]) == seed[2]
+    assert int(st.step[3]) == 3
