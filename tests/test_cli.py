@@ -1,0 +1,148 @@
+"""The headless CLI: `complete` and `fix` on the real tiny checkpoint, and every bad input ends as one
+clear error line with a non-zero exit status, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.cli import EXIT_BACKEND, EXIT_NO_FIX, EXIT_USAGE, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> str:
+    return str(ensure_tiny_checkpoint())
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    return subprocess.run(
+        [sys.executable, "-m", "dgemma_lsp.cli", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in stderr
+    errors = [ln for ln in lines if ln.startswith("dgemma-lsp: error:")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def test_complete_and_fix_end_to_end(tiny, tmp_path):
+    src = tmp_path / "add.py"
+    src.write_text("def add(a, b):\n    return \n")
+    r = run_cli("complete", str(src), "--line", "1", "--character", "11", "--model", tiny, "--steps", "4")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith(b"\n")
+    assert "Traceback" not in r.stderr.decode()
+
+    broken = tmp_path / "b.json"
+    broken.write_text('{\n  "$id": "C:\\\\Users",\n  "tags": ["a", "b",],\n}\n')
+    r = run_cli("fix", str(broken), "--repair", "rules", "--output", "fixed")
+    assert r.returncode == 0, r.stderr
+    fixed = json.loads(r.stdout)
+    assert fixed == {"$id": "C:\\Users", "tags": ["a", "b"]}  # values kept exactly
+
+
+def test_fix_reads_stdin_and_prints_a_diff(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"a": 1,}\n')))
+    assert main(["fix", "-", "--repair", "rules"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("--- a/stdin")
+    assert '-{"a": 1,}' in out and '+{"a": 1}' in out
+
+
+def test_fix_model_only_on_garbage_model_refuses(tiny, tmp_path, capsys):
+    """The tiny model has random weights: with --repair model there is no validated fix, so exit 4."""
+    broken = tmp_path / "b.json"
+    broken.write_text('{"a": 1,,}')
+    code = main(["fix", str(broken), "--repair", "model", "--model", tiny, "--steps", "2"])
+    err = capsys.readouterr().err
+    assert code == EXIT_NO_FIX
+    assert "no validated fix" in one_error_line(err)
+
+
+def test_fix_clean_file_is_a_no_op(tmp_path, capsys):
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"a": [1, 2]}\n')
+    assert main(["fix", str(ok), "--output", "fixed", "--repair", "rules"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == '{"a": [1, 2]}\n'
+    assert "no structure problems" in cap.err
+
+
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (["complete", "missing.py", "--line", "0", "--character", "0"], EXIT_USAGE, "no such file"),
+        (["complete", "{doc}", "--line", "99", "--character", "0"], EXIT_USAGE, "past the end"),
+        (["complete", "{doc}", "--line", "0", "--character", "500"], EXIT_USAGE, "past the end"),
+        (["complete", "{bin}", "--line", "0", "--character", "0"], EXIT_USAGE, "not UTF-8"),
+        (["complete", "{nul}", "--line", "0", "--character", "0"], EXIT_USAGE, "binary"),
+        (
+            ["complete", "{doc}", "--line", "0", "--character", "0", "--model", "{llama}"],
+            EXIT_BACKEND,
+            "not DiffusionGemma",
+        ),
+        (
+            ["complete", "{doc}", "--line", "0", "--character", "0", "--model", "{empty}"],
+            EXIT_BACKEND,
+            "no config.json",
+        ),
+        (["fix", "{doc}"], EXIT_USAGE, "--language"),
+        (["fix", "missing.json"], EXIT_USAGE, "no such file"),
+        (["fix", "{doc}", "--language", "json", "--config", "{badcfg}"], EXIT_USAGE, "not valid TOML"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, code, needle, tmp_path, capsys):
+    doc = tmp_path / "a.py"
+    doc.write_text("x = 1\n")
+    (tmp_path / "bin.py").write_bytes(b"x = '\xff\xfe'\n")
+    (tmp_path / "nul.py").write_bytes(b"x = 1\x00\n")
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    (llama / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.toml").write_text("backend = [\n")
+    subst = {
+        "{doc}": str(doc),
+        "{bin}": str(tmp_path / "bin.py"),
+        "{nul}": str(tmp_path / "nul.py"),
+        "{llama}": str(llama),
+        "{empty}": str(tmp_path / "empty"),
+        "{badcfg}": str(tmp_path / "bad.toml"),
+    }
+    argv = [subst.get(a, a) for a in args]
+    assert main(argv) == code
+    assert needle in one_error_line(capsys.readouterr().err)
+
+
+def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
+    doc = tmp_path / "a.py"
+    doc.write_text("x = '😀'\n")
+    r = run_cli("complete", str(doc), "--line", "0", "--character", "6")  # splits the emoji's surrogate pair
+    assert r.returncode == EXIT_USAGE
+    assert "surrogate" in one_error_line(r.stderr.decode()).lower()
+
+
+def test_doctor_without_loading(capsys):
+    assert main(["doctor", "--no-load"]) == 0
+    out = capsys.readouterr().out
+    assert "backend       transformers" in out
+    assert "model" in out
