@@ -21,6 +21,8 @@ def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_
         "ghost text appears",
         "ghost text at the cursor",
         "canvas drafts drawn as virtual text",
+        "exactly the next word of the suggestion",
+        "typing through: the rest of the same suggestion",
         "accepting inserted exactly the ghost text",
         "buffer is valid JSON after the fix",
         "values outside the broken spans kept",

@@ -6,9 +6,11 @@
 local H = {}
 
 H.result = { ok = false, checks = {}, log = {} }
+H.t0 = vim.uv.now()
 
 function H.log(fmt, ...)
   local line = (select('#', ...) > 0) and fmt:format(...) or fmt
+  line = ('%6.1fs %s'):format((vim.uv.now() - H.t0) / 1000, line)
   table.insert(H.result.log, line)
   io.stderr:write('[nvim-test] ' .. line .. '\n')
 end

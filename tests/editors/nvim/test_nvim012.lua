@@ -84,7 +84,55 @@ H.run(function()
   H.check('canvas drafts drawn as virtual text', dgemma.stats.canvas_rendered > 0, dgemma.stats.canvas_rendered)
   H.check('draft cleared once the result is shown', dgemma.canvas_text(buf) == '', dgemma.canvas_text(buf))
 
-  -- 3. <Tab> accepts exactly the shown text -------------------------------------------------------------------------
+  -- 3. <M-Right> accepts the next word only ---------------------------------------------------------------------------
+  local word = dgemma.next_chunk(ghost.text, 'word')
+  local full_text = ghost.text
+  api.nvim_feedkeys(vim.keycode('<M-Right>'), 'm', false)
+  local partial = H.wait(10000, function()
+    local t = H.buf_text(buf)
+    return t ~= before and t
+  end)
+  H.check('<M-Right> inserted the next word', partial ~= nil)
+  local want_partial = before:gsub('    return \n?$', '') -- lines 1-2 and the newline before line 3
+  local line3 = api.nvim_buf_get_lines(buf, 2, 3, false)[1]
+  H.check('exactly the next word of the suggestion', line3 == '    return ' .. word, vim.inspect({ line3, word }))
+  H.check('the rest of the buffer untouched', vim.startswith(partial, want_partial), vim.inspect(partial))
+  -- The cursor moved, so Neovim asks again (the server answers from what is already typed) and shows the rest.
+  before = H.buf_text(buf)
+  cursor = api.nvim_win_get_cursor(0)
+  H.check('cursor after the accepted word', cursor[2] == #('    return ' .. word), vim.inspect(cursor))
+  last_poke = vim.uv.now()
+  ghost = H.wait(60000, function()
+    for _, m in ipairs(api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+      local d = m[4]
+      local parts = {}
+      for _, chunk in ipairs(d.virt_text or {}) do
+        parts[#parts + 1] = chunk[1]
+      end
+      local lines = { table.concat(parts) }
+      for _, vl in ipairs(d.virt_lines or {}) do
+        local l = {}
+        for _, chunk in ipairs(vl) do
+          l[#l + 1] = chunk[1]
+        end
+        lines[#lines + 1] = table.concat(l)
+      end
+      local text = table.concat(lines, '\n')
+      if text:match('%S') and m[2] == cursor[1] - 1 and m[3] == cursor[2] then
+        return { row = m[2], col = m[3], text = text }
+      end
+    end
+  end, 100, function()
+    if vim.uv.now() - last_poke > 4000 then
+      last_poke = vim.uv.now()
+      api.nvim_exec_autocmds('CursorMovedI', { buffer = buf })
+    end
+  end)
+  H.check('ghost text shown again after a partial accept', ghost ~= nil)
+  H.log('ghost text after the word: %q', ghost.text)
+  H.check('typing through: the rest of the same suggestion', ghost.text == full_text:sub(#word + 1), ghost.text)
+
+  -- 4. <Tab> accepts exactly the shown text -------------------------------------------------------------------------
   api.nvim_feedkeys(vim.keycode('<Tab>'), 'm', false)
   local after = H.wait(10000, function()
     local t = H.buf_text(buf)
@@ -115,7 +163,7 @@ H.run(function()
     return api.nvim_get_mode().mode == 'n'
   end)
 
-  -- 4. fix structure through Neovim's code action ----------------------------------------------------------------
+  -- 5. fix structure through Neovim's code action ----------------------------------------------------------------
   local broken = '{\n  "name": "demo",\n  "tags": ["a", "b",],\n  "nested": {"ok": true\n}\n'
   local json = H.write_file('broken.json', broken)
   vim.cmd.edit(vim.fn.fnameescape(json))

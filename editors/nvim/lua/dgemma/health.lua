@@ -19,6 +19,33 @@ local function doctor_cmd(cmd)
   return out
 end
 
+local function run_doctor(cmd, server_ready)
+  health.start('dgemma: dgemma-lsp doctor')
+  local args = doctor_cmd(cmd)
+  if server_ready then
+    -- The running server already proved that the model loads; skip loading it a second time (tens of seconds).
+    args[#args + 1] = '--no-load'
+  end
+  local ok, res = pcall(function()
+    return vim.system(args, { text = true }):wait(120000)
+  end)
+  if not ok or not res then
+    health.error('could not run doctor: ' .. tostring(res))
+    return
+  end
+  local text = ((res.stdout or '') .. (res.stderr or '')):gsub('%s+$', '')
+  for line in vim.gsplit(text, '\n', { plain = true }) do
+    if line ~= '' then
+      health.info(line)
+    end
+  end
+  if res.code == 0 then
+    health.ok('doctor: everything needed is present' .. (server_ready and ' (model load checked by the running server)' or ''))
+  else
+    health.error(('doctor exited with %d: see the lines above for what is missing'):format(res.code))
+  end
+end
+
 function M.check()
   local dgemma = require('dgemma')
   health.start('dgemma: Neovim')
@@ -50,26 +77,6 @@ function M.check()
     return
   end
 
-  health.start('dgemma: dgemma-lsp doctor')
-  local ok, res = pcall(function()
-    return vim.system(doctor_cmd(cmd), { text = true }):wait(120000)
-  end)
-  if not ok or not res then
-    health.error('could not run doctor: ' .. tostring(res))
-  else
-    local text = ((res.stdout or '') .. (res.stderr or '')):gsub('%s+$', '')
-    for line in vim.gsplit(text, '\n', { plain = true }) do
-      if line ~= '' then
-        health.info(line)
-      end
-    end
-    if res.code == 0 then
-      health.ok('doctor: everything needed is present')
-    else
-      health.error(('doctor exited with %d: see the lines above for what is missing'):format(res.code))
-    end
-  end
-
   health.start('dgemma: running server')
   local clients = dgemma.clients()
   if #clients == 0 then
@@ -77,6 +84,7 @@ function M.check()
       'Open a file: the client attaches to normal buffers' .. (cfg.filetypes and (' of filetypes ' .. table.concat(cfg.filetypes, ', ')) or ''),
       ':LspLog shows why a start failed',
     })
+    run_doctor(cmd, false)
     return
   end
   for _, c in ipairs(clients) do
@@ -113,6 +121,7 @@ function M.check()
     end
     health.ok('server answers dgemma.status')
   end
+  local ready = type(status) == 'table' and type(status.backend) == 'table' and status.backend.state == 'ready'
   if dgemma.has_inline_completion() then
     local buf = vim.api.nvim_get_current_buf()
     if vim.lsp.inline_completion.is_enabled({ bufnr = buf }) then
@@ -121,6 +130,7 @@ function M.check()
       health.info('inline completion is off in the current buffer (:DgemmaToggle)')
     end
   end
+  run_doctor(cmd, ready)
 end
 
 return M
