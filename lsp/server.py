@@ -46,12 +46,12 @@ from dgemma_lsp.config import ConfigError, Settings
 from . import structure_worker
 from .completion import ACCEPT_COMMAND, CompletionEngine
 from .diagnostics import normalize_language
-from .documents import Document, DocumentStore
+from .documents import BlockLineIndex, Document, DocumentStore
 from .faults import ENV as FAULTS_ENV
 from .faults import FaultInjectingBackend
 from .settings import RESTART_KEYS, SECTION, SettingsManager
 from .stats import Stats
-from .text import LineIndex, PositionError
+from .text import PositionError
 
 __all__ = ["create_server", "run_stdio", "DGemmaServer", "COMMANDS", "CODE_ACTION_KINDS"]
 
@@ -1029,7 +1029,7 @@ async def _complete_after_selection(
     if b < a:
         return []
     text = doc.text
-    virtual = Document(doc.uri, doc.language_id, doc.version, LineIndex(text[:a] + selected.text + text[b:]))
+    virtual = Document(doc.uri, doc.language_id, doc.version, BlockLineIndex(text[:a] + selected.text + text[b:]))
     vline, vchar = virtual.position(a + len(selected.text))
     items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
     out = []
