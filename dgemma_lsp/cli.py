@@ -175,7 +175,13 @@ async def _fix(args: argparse.Namespace) -> int:
             print("dgemma-lsp: warning: no model serves; using the deterministic repair", file=sys.stderr)
     try:
         fixes = await repair(
-            text, language, None, mode=mode, generate=backend.generate if backend else None, settings=settings
+            text,
+            language,
+            None,
+            mode=mode,
+            generate=backend.generate if backend else None,
+            settings=settings,
+            tokenizer=getattr(backend, "tokenizer", None),  # enables the seed canvas + pins
         )
     except BackendError as exc:
         raise CliError(str(exc), EXIT_BACKEND) from None
