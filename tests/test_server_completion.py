@@ -249,7 +249,9 @@ async def test_feedback_notifications_and_accept_command(lsp):
     after = counts(await status(lsp))
     assert after["shown"] == before.get("shown", 0) + 1
     assert after["partially_accepted"] == before.get("partially_accepted", 0) + 1
+    assert after["partially_accepted_chars"] == before.get("partially_accepted_chars", 0) + 1
     assert after["accepted"] == before.get("accepted", 0) + 1
+    await complete(lsp, uri, 0, 9)  # one model answer, so the backend has a latency sample
     lat = (await status(lsp))["stats"]["latency_ms"]
     assert lat["transformers"]["count"] >= 1 and lat["transformers"]["p50_ms"] > 0
 
