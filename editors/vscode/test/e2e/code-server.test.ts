@@ -181,9 +181,11 @@ describe('code-server + packaged extension (Playwright)', { timeout: 420_000 }, 
       const status = page.locator('.statusbar-item', { hasText: 'dgemma' }).first();
       await status.waitFor({ timeout: 60_000 });
       let ghost = '';
+      const seen = new Set<string>();
       const t0 = Date.now();
       // The model loads in the background; ask again through our command until text shows.
       while (Date.now() - t0 < 180_000) {
+        seen.add(((await status.textContent()) ?? '').trim());
         await runCommand('DiffusionGemma: Suggest Here');
         const deadline = Date.now() + 8_000;
         while (Date.now() < deadline) {
@@ -196,7 +198,9 @@ describe('code-server + packaged extension (Playwright)', { timeout: 420_000 }, 
       await shot('ghost');
       assert.ok(ghost.trim().length > 0, 'no ghost text appeared');
       const statusText = (await status.textContent()) ?? '';
-      assert.match(statusText, /dgemma/);
+      // Status texts seen while the model loaded (e.g. "dgemma: loading transformers: … 40%"), then backend · device.
+      console.log(`status bar: ${[...seen].join(' | ')} | ${statusText}`);
+      assert.match(statusText, /dgemma: transformers · cpu/);
       await page.keyboard.press('Tab');
       await page.waitForTimeout(300);
       await page.keyboard.press('Control+S');
