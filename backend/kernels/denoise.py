@@ -39,7 +39,6 @@ def kernels_usable(device: torch.device | str) -> bool:
 
 if HAVE_TRITON:
 
-    @triton.jit
     def _row_kernel(
         logits_ptr,
         stride_l,
@@ -131,7 +130,6 @@ if HAVE_TRITON:
                 p = tl.exp(x / temp - lse)
                 tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
 
-    @triton.jit
     def _accept_kernel(
         entropy_ptr,
         offsets_ptr,
@@ -196,6 +194,19 @@ if HAVE_TRITON:
             tl.store(accepted_ptr + lo + oi, acc.to(tl.int8), mask=vi)
             tl.store(next_ptr + lo + oi, nxt, mask=vi)
             tl.store(draft_ptr + lo + oi, amx, mask=vi)
+
+
+_JITTED: dict[bool, tuple] = {}
+
+
+def _kernels() -> tuple:
+    """The jitted kernels for the current mode. triton.jit picks compiled vs interpreted when it wraps a function,
+    so wrapping happens on first use: a process that sets TRITON_INTERPRET=1 before its first launch (the CPU
+    tests) gets the interpreter even if this module was imported earlier."""
+    mode = os.environ.get("TRITON_INTERPRET") == "1"
+    if mode not in _JITTED:
+        _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel))
+    return _JITTED[mode]
 
 
 def denoise_step(
@@ -282,7 +293,8 @@ def denoise_step(
     if noise is not None and noise.stride(-1) != 1:
         noise = noise.contiguous()
     if n:
-        _row_kernel[(n,)](
+        row_kernel, accept_kernel = _kernels()
+        row_kernel[(n,)](
             logits,
             logits.stride(0),
             temp,
@@ -317,7 +329,8 @@ def denoise_step(
     if n and max_len:
         block_i = 64
         pins_i8 = pinned.to(torch.int8).contiguous() if pinned is not None else accepted
-        _accept_kernel[(n_req, triton.cdiv(max_len, block_i))](
+        _, accept_kernel = _kernels()
+        accept_kernel[(n_req, triton.cdiv(max_len, block_i))](
             entropy,
             offsets,
             bound,
