@@ -24,6 +24,7 @@ decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -126,7 +127,7 @@ def vllm026_sample_torch(logits, temp, embed, bound: float):
     return canvas, argmax_tokens, soft
 
 
-def ours_sample(logits, temp, embed, bound: float):
+def ours_sample(logits, temp, embed, bound: float, splits: int | None = None):
     import torch
 
     from dgemma_lsp.backend.kernels import denoise_step
@@ -143,24 +144,27 @@ def ours_sample(logits, temp, embed, bound: float):
         segments=torch.arange(0, n + 1, c, device=logits.device, dtype=torch.int32),
         probs_dtype=embed.dtype,
         impl="triton",
+        splits=splits,
     )
     soft = torch.matmul(out.probs.view(nd, c, -1), embed)
     return out.next_canvas, out.argmax, soft
 
 
-def part_kernels() -> None:
+def part_kernels(dtypes: str = "bf16,fp32") -> None:
     import torch
     import triton.testing as tt
 
     embed = torch.randn(VOCAB, 2816, device="cuda", dtype=torch.bfloat16) * 0.02
-    compiled = torch.compile(vllm026_sample_torch, dynamic=True)
+    # one specialisation per shape (dynamic=True failed at batch 4: InductorError CantSplit)
+    compiled = torch.compile(vllm026_sample_torch, dynamic=False)
     for nd, c in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
-        for dtype in (torch.bfloat16, torch.float32):
+        for dtype in [{"bf16": torch.bfloat16, "fp32": torch.float32}[d] for d in dtypes.split(",")]:
             logits = (torch.randn(nd * c, VOCAB, device="cuda") * 3).to(dtype)
             temp = torch.full((nd,), 0.6, device="cuda")
             res = {"part": "kernels", "batch": nd, "canvas": c, "logits": str(dtype).split(".")[-1]}
+            ours_1 = functools.partial(ours_sample, splits=1)
             for name, fn in (("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled),
-                             ("ours_triton", ours_sample)):  # fmt: skip
+                             ("ours_triton", ours_sample), ("ours_triton_nosplit", ours_1)):  # fmt: skip
                 try:
                     res[name + "_ms"] = round(
                         tt.do_bench(lambda fn=fn, lg=logits, tp=temp: fn(lg, tp, embed, 0.1), warmup=25, rep=150,
@@ -427,6 +431,7 @@ def main() -> None:
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
     ap.add_argument("--transformers-budget", type=float, default=200)
+    ap.add_argument("--kernel-dtypes", default="bf16,fp32")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
     if args.child == "engine":
@@ -437,7 +442,7 @@ def main() -> None:
     if "floors" in parts:
         part_floors()
     if "kernels" in parts:
-        part_kernels()
+        part_kernels(args.kernel_dtypes)
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

@@ -54,16 +54,22 @@ if HAVE_TRITON:
         argmax_ptr,
         sample_ptr,
         entropy_ptr,
+        part_ptr,
         V,
+        chunk,
         softcap,
         HAS_NOISE: tl.constexpr,
         ROW_SEEDS: tl.constexpr,
         WRITE_SCALED: tl.constexpr,
         WRITE_PROBS: tl.constexpr,
         SOFTCAP: tl.constexpr,
+        SPLIT: tl.constexpr,
         BLOCK_V: tl.constexpr,
     ):
         row = tl.program_id(0).to(tl.int64)
+        sid = tl.program_id(1)
+        lo = sid * chunk  # SPLIT: this program covers vocabulary [lo, hi) and writes partial sums to part_ptr
+        hi = tl.minimum(lo + chunk, V)
         temp = tl.load(temp_ptr + row)
         base = logits_ptr + row * stride_l
         # scalars that carry across vocabulary blocks
@@ -74,9 +80,9 @@ if HAVE_TRITON:
         best_i = tl.zeros((), tl.int32)
         gbest = tl.full((), float("-inf"), tl.float32)
         gbest_i = tl.zeros((), tl.int32)
-        for start in range(0, V, BLOCK_V):
+        for start in range(lo, hi, BLOCK_V):
             offs = start + tl.arange(0, BLOCK_V)
-            valid = offs < V
+            valid = offs < hi
             x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
             if SOFTCAP:
                 # tanh via exp: tl has no tanh on every backend
@@ -114,10 +120,20 @@ if HAVE_TRITON:
             t = alpha * (t + s * shift) + tl.sum(e * d, axis=0)
             s = alpha * s + tl.sum(e, axis=0)
             m = m_new
-        tl.store(argmax_ptr + row, best_i.to(tl.int64))
-        tl.store(sample_ptr + row, gbest_i.to(tl.int64))
-        tl.store(entropy_ptr + row, tl.log(s) - t / s)
-        if WRITE_PROBS:
+        if SPLIT:
+            pb = part_ptr + (row * tl.num_programs(1) + sid) * 8
+            tl.store(pb + 0, m)
+            tl.store(pb + 1, s)
+            tl.store(pb + 2, t)
+            tl.store(pb + 3, best)
+            tl.store(pb + 4, best_i.to(tl.float32))  # indices < 2**24 are exact in float32
+            tl.store(pb + 5, gbest)
+            tl.store(pb + 6, gbest_i.to(tl.float32))
+        else:
+            tl.store(argmax_ptr + row, best_i.to(tl.int64))
+            tl.store(sample_ptr + row, gbest_i.to(tl.int64))
+            tl.store(entropy_ptr + row, tl.log(s) - t / s)
+        if WRITE_PROBS and not SPLIT:
             # second pass: softmax(scaled) in the self-conditioning dtype (vLLM multiplies it by the embedding)
             lse = m + tl.log(s)
             for start in range(0, V, BLOCK_V):
@@ -129,6 +145,35 @@ if HAVE_TRITON:
                     x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
                 p = tl.exp(x / temp - lse)
                 tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
+
+    def _probs_kernel(
+        logits_ptr,
+        stride_l,
+        temp_ptr,
+        lse_ptr,
+        probs_ptr,
+        stride_p,
+        V,
+        chunk,
+        softcap,
+        SOFTCAP: tl.constexpr,
+        BLOCK_V: tl.constexpr,
+    ):
+        # softmax(scaled) for the split row kernel, once the row's log-sum-exp is known
+        row = tl.program_id(0).to(tl.int64)
+        lo = tl.program_id(1) * chunk
+        hi = tl.minimum(lo + chunk, V)
+        temp = tl.load(temp_ptr + row)
+        lse = tl.load(lse_ptr + row)
+        for start in range(lo, hi, BLOCK_V):
+            offs = start + tl.arange(0, BLOCK_V)
+            valid = offs < hi
+            x = tl.load(logits_ptr + row * stride_l + offs, mask=valid, other=0.0).to(tl.float32)
+            if SOFTCAP:
+                z = x / softcap
+                x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
+            p = tl.exp(x / temp - lse)
+            tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
 
     def _accept_kernel(
         entropy_ptr,
@@ -196,6 +241,28 @@ if HAVE_TRITON:
             tl.store(draft_ptr + lo + oi, amx, mask=vi)
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _combine_partials(part: torch.Tensor, argmax: torch.Tensor, sample: torch.Tensor, entropy: torch.Tensor):
+    """Merge the split row kernel's per-chunk (max, sum, weighted sum, argmax, sample) into per-row results."""
+    m, s, t = part[..., 0], part[..., 1], part[..., 2]
+    big = m.max(dim=1).values
+    live = s > 0
+    shift = torch.where(live, m - big[:, None], torch.zeros_like(m))
+    w = torch.where(live, torch.exp(shift), torch.zeros_like(m))
+    s_all = (s * w).sum(dim=1)
+    t_all = (w * (t + s * shift)).sum(dim=1)
+    entropy.copy_(torch.log(s_all) - t_all / s_all)
+    # first chunk holding the max = the lowest index among equal maxima, as torch.argmax
+    k = part[..., 3].argmax(dim=1, keepdim=True)
+    argmax.copy_(part[..., 4].gather(1, k).squeeze(1).to(torch.int64))
+    g = part[..., 5].argmax(dim=1, keepdim=True)
+    sample.copy_(part[..., 6].gather(1, g).squeeze(1).to(torch.int64))
+    return big + torch.log(s_all)
+
+
 _JITTED: dict[bool, tuple] = {}
 
 
@@ -205,7 +272,7 @@ def _kernels() -> tuple:
     tests) gets the interpreter even if this module was imported earlier."""
     mode = os.environ.get("TRITON_INTERPRET") == "1"
     if mode not in _JITTED:
-        _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel))
+        _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel), triton.jit(_probs_kernel))
     return _JITTED[mode]
 
 
@@ -227,6 +294,7 @@ def denoise_step(
     max_segment: int | None = None,
     impl: str = "auto",
     block_v: int = 2048,
+    splits: int | None = None,
 ) -> StepOutput:
     """One denoising step over flattened canvas rows.
 
@@ -235,7 +303,8 @@ def denoise_step(
     ``[0, ..., N]`` for 2D input. Give ``noise`` (N, V) uniform in (0, 1) for a reproducible sample, or ``seed`` for
     in-kernel Philox noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
     generator). ``probs_dtype`` also returns ``softmax(scaled)`` (the self-conditioning input); ``widths`` (one int
-    per request) excludes rows past a request's canvas width from acceptance. In a hot loop give ``segments`` as an
+    per request) excludes rows past a request's canvas width from acceptance. ``splits`` cuts each row's vocabulary
+    into that many programs (None: enough programs to fill the GPU when there are few rows; 1: one per row). In a hot loop give ``segments`` as an
     int32 tensor on the logits' device and ``max_segment`` (the longest request): then nothing waits for the GPU.
     ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
     """
@@ -292,9 +361,18 @@ def denoise_step(
     row_seeds = seed.to(device=dev, dtype=torch.int32).contiguous() if torch.is_tensor(seed) else None
     if noise is not None and noise.stride(-1) != 1:
         noise = noise.contiguous()
+    bv = min(block_v, triton.next_power_of_2(v))
+    if splits is None:
+        # few rows (a canvas of 32-256) leave most SMs idle with one program per row: split the vocabulary
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
+        splits = max(1, min(_cdiv(4 * sms, max(n, 1)), _cdiv(v, bv)))
+    splits = max(1, min(int(splits), _cdiv(v, bv)))
+    chunk = _cdiv(_cdiv(v, splits), bv) * bv  # a multiple of the block, so only the last block is ragged
+    splits = _cdiv(v, chunk)
+    part = torch.empty((n, splits, 8), dtype=torch.float32, device=dev) if splits > 1 else entropy
     if n:
-        row_kernel, accept_kernel = _kernels()
-        row_kernel[(n,)](
+        row_kernel, accept_kernel, probs_kernel = _kernels()
+        row_kernel[(n, splits)](
             logits,
             logits.stride(0),
             temp,
@@ -309,16 +387,26 @@ def denoise_step(
             argmax,
             sample,
             entropy,
+            part,
             v,
+            chunk,
             float(softcap or 1.0),
             HAS_NOISE=noise is not None,
             ROW_SEEDS=noise is None and row_seeds is not None,
             WRITE_SCALED=scaled is not None,
             WRITE_PROBS=probs is not None,
             SOFTCAP=bool(softcap),
-            BLOCK_V=min(block_v, triton.next_power_of_2(v)),
+            SPLIT=splits > 1,
+            BLOCK_V=bv,
             num_warps=8,
         )
+        if splits > 1:
+            lse = _combine_partials(part, argmax, sample, entropy)
+            if probs is not None:
+                probs_kernel[(n, splits)](
+                    logits, logits.stride(0), temp, lse, probs, probs.stride(0), v, chunk,
+                    float(softcap or 1.0), SOFTCAP=bool(softcap), BLOCK_V=bv, num_warps=8,
+                )  # fmt: skip
     accepted = torch.empty(n, dtype=torch.int8, device=dev)
     next_canvas = torch.empty(n, dtype=torch.int64, device=dev)
     draft = torch.empty(n, dtype=torch.int64, device=dev)
@@ -329,7 +417,7 @@ def denoise_step(
     if n and max_len:
         block_i = 64
         pins_i8 = pinned.to(torch.int8).contiguous() if pinned is not None else accepted
-        _, accept_kernel = _kernels()
+        accept_kernel = _kernels()[1]
         accept_kernel[(n_req, triton.cdiv(max_len, block_i))](
             entropy,
             offsets,

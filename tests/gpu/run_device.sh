@@ -49,6 +49,11 @@ case "$N" in
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
+k)  # kernels only (no kit): GPU parity and the sampling-part timings
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 120 "${PYT[@]}" tests/gpu/test_gpu_kernels.py
+  timeout 150 python3 bench/gpu_step.py --parts kernels --kernel-dtypes bf16 --out "$OUT/gpu_step.jsonl"
+  ;;
 t)  # transformers reference vs our kernels only (no vLLM kit needed)
   install_shim; export PYTHONPATH=/tmp/dg
   timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 --out "$OUT/gpu_step.jsonl"
