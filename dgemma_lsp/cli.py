@@ -295,7 +295,11 @@ def main(argv: list[str] | None = None) -> int:
             settings = _settings(args)
             from .lsp.server import run_stdio
 
-            run_stdio(settings)
+            # Flags given on the command line win over the editor's initializationOptions / configuration.
+            flags = {
+                k: getattr(args, k, None) for k in ("backend", "model", "device", "base_url", "denoising_steps", "seed")
+            }
+            run_stdio(settings, cli_overrides={k: v for k, v in flags.items() if v is not None})
             return 0
         handler = {"complete": _complete, "fix": _fix, "doctor": _doctor}[args.command]
         return asyncio.run(handler(args))
