@@ -127,7 +127,7 @@ def vllm026_sample_torch(logits, temp, embed, bound: float):
     return canvas, argmax_tokens, soft
 
 
-def ours_sample(logits, temp, embed, bound: float, splits: int | None = None):
+def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1):
     import torch
 
     from dgemma_lsp.backend.kernels import denoise_step
@@ -162,9 +162,9 @@ def part_kernels(dtypes: str = "bf16,fp32") -> None:
             logits = (torch.randn(nd * c, VOCAB, device="cuda") * 3).to(dtype)
             temp = torch.full((nd,), 0.6, device="cuda")
             res = {"part": "kernels", "batch": nd, "canvas": c, "logits": str(dtype).split(".")[-1]}
-            ours_1 = functools.partial(ours_sample, splits=1)
+            ours_auto = functools.partial(ours_sample, splits=None)
             for name, fn in (("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled),
-                             ("ours_triton", ours_sample), ("ours_triton_nosplit", ours_1)):  # fmt: skip
+                             ("ours_triton", ours_sample), ("ours_triton_split", ours_auto)):  # fmt: skip
                 try:
                     res[name + "_ms"] = round(
                         tt.do_bench(lambda fn=fn, lg=logits, tp=temp: fn(lg, tp, embed, 0.1), warmup=25, rep=150,

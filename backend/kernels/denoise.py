@@ -294,7 +294,7 @@ def denoise_step(
     max_segment: int | None = None,
     impl: str = "auto",
     block_v: int = 2048,
-    splits: int | None = None,
+    splits: int | None = 1,
 ) -> StepOutput:
     """One denoising step over flattened canvas rows.
 
@@ -304,7 +304,8 @@ def denoise_step(
     in-kernel Philox noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
     generator). ``probs_dtype`` also returns ``softmax(scaled)`` (the self-conditioning input); ``widths`` (one int
     per request) excludes rows past a request's canvas width from acceptance. ``splits`` cuts each row's vocabulary
-    into that many programs (None: enough programs to fill the GPU when there are few rows; 1: one per row). In a hot loop give ``segments`` as an
+    into that many programs (1, the default: one program per row; None: enough programs to fill the GPU). On the
+    H200 splitting did not pay (canvas 32-64 got slower, bench/RESULTS.md), hence the default. In a hot loop give ``segments`` as an
     int32 tensor on the logits' device and ``max_segment`` (the longest request): then nothing waits for the GPU.
     ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
     """
