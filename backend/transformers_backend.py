@@ -115,8 +115,11 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", model_label: str = "") -> None:
+    def __init__(
+        self, model: str, *, device: str = "auto", dtype: str = "auto", model_label: str = "", kernels: bool = True
+    ) -> None:
         self.model_ref = model
+        self.use_triton = kernels
         self.model_label = model_label or model
         self.requested_device = device
         self.requested_dtype = dtype
@@ -134,7 +137,9 @@ class TransformersBackend:
         from .defaults import default_model
 
         model, label = (settings.model, settings.model) if settings.model else default_model()
-        return cls(str(model), device=settings.device, dtype=settings.dtype, model_label=label)
+        return cls(
+            str(model), device=settings.device, dtype=settings.dtype, model_label=label, kernels=settings.triton_kernels
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -181,6 +186,13 @@ class TransformersBackend:
             )
         model.to(device).eval()
         torch.set_grad_enabled(False)
+        if self.use_triton and device.startswith("cuda"):
+            try:  # one Triton pass per step instead of softmax + multinomial + argmax + two entropies
+                from .kernels.hf import use_kernels
+
+                use_kernels(model)
+            except ImportError as exc:
+                log.warning("Triton kernels unavailable, using transformers' own step: %s", exc)
         self.tokenizer, self.model, self.device = tokenizer, model, device
         self._warm_up()
 
@@ -206,6 +218,8 @@ class TransformersBackend:
 
     def info(self) -> BackendInfo:
         detail: dict[str, Any] = {"steps_run": self.steps_run, "active": self.active}
+        if self.model is not None:
+            detail["triton_kernels"] = type(self.model).__name__.startswith("Kernel")
         if self.model is not None:
             cfg = self.model.config
             detail.update(

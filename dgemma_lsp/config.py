@@ -29,6 +29,7 @@ class Settings:
     model: str = ""  # path or hub id; "" = the embedded default model
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    triton_kernels: bool = True  # transformers backend on CUDA: our Triton denoising step
     # diffusion
     canvas_length: int = 256  # upper bound; completions pick smaller canvases by situation
     single_line_canvas: int = 32

@@ -28,6 +28,7 @@ DESCRIPTIONS: dict[str, str] = {
     "model": "Checkpoint folder or Hugging Face hub id. Empty = the embedded default model.",
     "device": "auto, cpu, cuda or cuda:N.",
     "dtype": "auto, float32, bfloat16 or float16.",
+    "triton_kernels": "Transformers backend on CUDA: use the Triton denoising step (off = the reference step).",
     "canvas_length": "Upper bound of the diffusion canvas in tokens; completions pick smaller canvases by situation.",
     "single_line_canvas": "Canvas length for single-line (mid-line / end-of-line) completions.",
     "multi_line_canvas": "Canvas length for multi-line completions (e.g. an empty line after a block opener).",
