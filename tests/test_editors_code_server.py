@@ -1,7 +1,7 @@
 """End to end in the real VS Code workbench: code-server + the packaged .vsix, driven by Playwright/Chromium.
 
-Opt-in (DGEMMA_E2E_CODE_SERVER=1), because it needs code-server and Chromium (scripts/setup-editors.sh
---code-server installs them: ~7 minutes on 2 cores) and takes about 2 minutes; docs/editors.md says why and how.
+Runs by default (scripts/setup-editors.sh installs code-server and Chromium, about 3 minutes with apt); machines
+that cannot install them (no root for apt) opt out explicitly with DGEMMA_E2E_CODE_SERVER=0 (docs/editors.md).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent / "editors"))
 from editor_tools import CACHE, VSCODE_DIR, node, run, server_command, vscode_modules  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    os.environ.get("DGEMMA_E2E_CODE_SERVER") != "1",
-    reason="opt-in: DGEMMA_E2E_CODE_SERVER=1 (needs scripts/setup-editors.sh --code-server); see docs/editors.md",
+    os.environ.get("DGEMMA_E2E_CODE_SERVER") == "0",
+    reason="explicitly opted out with DGEMMA_E2E_CODE_SERVER=0 (see docs/editors.md)",
 )
 
 
@@ -26,7 +26,7 @@ def test_code_server_ghost_text_tab_and_quick_fix(tiny_checkpoint: Path, tmp_pat
     vscode_modules()
     code_server = Path(os.environ.get("CODE_SERVER", CACHE / "code-server" / "node_modules" / ".bin" / "code-server"))
     if not code_server.exists():
-        pytest.fail(f"code-server not found at {code_server}: run sh scripts/setup-editors.sh --code-server")
+        pytest.fail(f"code-server not found at {code_server}: run sh scripts/setup-editors.sh")
     tsc = VSCODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
     assert run([node(), str(tsc), "-p", "."], env={}, timeout=180, cwd=VSCODE_DIR).returncode == 0
     vsix = tmp_path / "dgemma-lsp.vsix"
