@@ -197,4 +197,14 @@ H.run(function()
     return #vim.diagnostic.get(jbuf) == 0
   end)
   H.check('diagnostics cleared after the fix', #vim.diagnostic.get(jbuf) == 0, #vim.diagnostic.get(jbuf))
+
+  -- 6. :checkhealth dgemma on 0.12 -----------------------------------------------------------------------------------
+  vim.cmd('checkhealth dgemma')
+  local report = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+  H.check('checkhealth: ghost text available', report:find('inline completion (ghost text) available', 1, true) ~= nil)
+  H.check('checkhealth: server answers', report:find('server answers dgemma.status', 1, true) ~= nil)
+  local ready = report:find('backend.state: ready', 1, true) ~= nil and report:find('device: cpu', 1, true) ~= nil
+  H.check('checkhealth: backend ready on cpu', ready, not ready and report or nil)
+  local clean = not report:find('ERROR', 1, true)
+  H.check('checkhealth: no errors', clean, not clean and report or nil)
 end)

@@ -174,7 +174,7 @@ describe('code-server + packaged extension (Playwright)', { timeout: 420_000 }, 
     if (proc && proc.exitCode === null) proc.kill('SIGTERM');
   });
 
-  it('shows the status bar item and ghost text; Tab inserts exactly the suggestion', async () => {
+  it('shows the status bar item and ghost text; Ctrl+Right accepts a word, Tab the rest, exactly the suggestion', async () => {
     try {
       await openFile('calc.py');
       await page.keyboard.press('Control+End');
@@ -201,6 +201,17 @@ describe('code-server + packaged extension (Playwright)', { timeout: 420_000 }, 
       // Status texts seen while the model loaded (e.g. "dgemma: loading transformers: … 40%"), then backend · device.
       console.log(`status bar: ${[...seen].join(' | ')} | ${statusText}`);
       assert.match(statusText, /dgemma: transformers · cpu/);
+      // Accept the next word (our Ctrl+Right binding): the ghost text shrinks to a suffix of itself.
+      const blanks = (s: string) => s.replace(/[ \t]+/g, ' ');
+      await page.keyboard.press('Control+ArrowRight');
+      let rest = ghost;
+      const tw = Date.now();
+      while (Date.now() - tw < 5_000) {
+        rest = await ghostText();
+        if (rest !== ghost) break;
+        await page.waitForTimeout(100);
+      }
+      assert.ok(rest.length < ghost.length && blanks(ghost).endsWith(blanks(rest)), `accept word: ${JSON.stringify({ ghost, rest })}`);
       await page.keyboard.press('Tab');
       await page.waitForTimeout(300);
       await page.keyboard.press('Control+S');
@@ -214,7 +225,6 @@ describe('code-server + packaged extension (Playwright)', { timeout: 420_000 }, 
       }
       assert.notEqual(disk, 'def add(a, b):\n    return ', 'Tab did not insert anything');
       // The DOM renders a tab as spaces up to the next tab stop; compare with runs of blanks collapsed.
-      const blanks = (s: string) => s.replace(/[ \t]+/g, ' ');
       assert.equal(blanks(disk), blanks(want));
     } catch (err) {
       await shot('ghost-failure');
