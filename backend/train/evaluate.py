@@ -225,6 +225,60 @@ def run_latency(backend: Any, repeats: int = 7) -> dict[str, Any]:
     return out
 
 
+def run_teacher(model_dir: str, docs: dict[str, list[sources.Doc]], n: int = 48) -> dict[str, Any]:
+    """Teacher-forced reply loss / token accuracy on held-out examples, at noise t = 1 (the first denoising step:
+    nothing of the reply visible) and t = 0.5. Ignores the <eos> fill after the reply. A random-weight model of
+    the same architecture scores about ln(4096) = 8.3 nats and 0 accuracy."""
+    import torch
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion, DynamicCache
+
+    from . import train as T
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(model_dir, dtype=torch.float32).eval()
+    stream = tasks.ExampleStream(docs, lambda s: len(tok.encode(s, add_special_tokens=False)), EVAL_SEED, tokenizer=tok)
+    out: dict[str, Any] = {}
+    for kind in ("infill-python", "infill-javascript", "json-repair", "md-table"):
+        if kind.startswith("infill-") and not docs.get(kind[7:]):
+            continue
+        exs = [stream.one(kind) for _ in range(n)]
+        items = T.encode_examples(tok, exs, tok.convert_tokens_to_ids(T.EOT), tok.eos_token_id)
+        res = {}
+        for t in (1.0, 0.5):
+            gen = torch.Generator().manual_seed(0)
+            nll, hit, cnt = 0.0, 0, 0
+            for i in range(0, len(items), 8):
+                chunk = items[i : i + 8]
+                C = min(128, max(len(it[1]) for it in chunk))
+                tb = T.to_tensors(T.build_batch(chunk, C, random.Random(0), eos=tok.eos_token_id), "cpu", 1024)
+                tg = tb["targets"]
+                noise = torch.randint(0, model.config.text_config.vocab_size, tg.shape, generator=gen)
+                mask = torch.rand(tg.shape, generator=gen) < t
+                with torch.no_grad():
+                    cache = DynamicCache(config=model.config.get_text_config())
+                    enc = model.model.encoder(
+                        input_ids=tb["input_ids"],
+                        attention_mask=tb["enc_mask"],
+                        position_ids=tb["pos"],
+                        past_key_values=cache,
+                    )
+                    logits = model(
+                        decoder_input_ids=torch.where(mask, noise, tg),
+                        past_key_values=T._cache_of(enc),
+                        decoder_attention_mask=tb["dec_mask"],
+                        decoder_position_ids=tb["dec_pos"],
+                    ).logits
+                eos = tok.eos_token_id
+                reply = ~((tg == eos) & (torch.cumsum((tg == eos).int(), 1) > 1)) & mask
+                ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tg, reduction="none")
+                nll += float(ce[reply].sum())
+                hit += int((logits.argmax(-1) == tg)[reply].sum())
+                cnt += int(reply.sum())
+            res[f"t={t}"] = {"reply_nll": round(nll / max(cnt, 1), 3), "reply_acc": round(hit / max(cnt, 1), 3)}
+        out[kind] = res
+    return out
+
+
 def summarize(rows: list[dict], keys: list[str], metrics: list[str]) -> dict[str, Any]:
     def rate(rs: list[dict], m: str) -> float:
         return round(sum(1 for r in rs if r[m]) / len(rs), 3) if rs else 0.0
@@ -251,14 +305,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default="infill,json,tables,latency")
     ap.add_argument("--out", default="")
     a = ap.parse_args(argv)
-    backend = load_backend(a.model, a.threads)
     only = set(a.only.split(","))
+    backend = load_backend(a.model, a.threads) if only - {"teacher"} else None
     settings, _ = Settings().merged(SMALL_SETTINGS)
     report: dict[str, Any] = {"model": a.model, "settings": SMALL_SETTINGS}
     if "latency" in only:
         report["latency"] = run_latency(backend)
         print("latency", json.dumps(report["latency"]), flush=True)
-    docs = eval_docs(a.pack, a.python_files) if "infill" in only or "json" in only else {}
+    docs = eval_docs(a.pack, a.python_files) if only & {"infill", "json", "teacher"} else {}
+    if "teacher" in only:
+        report["teacher"] = run_teacher(a.model, docs)
+        print("teacher", json.dumps(report["teacher"]), flush=True)
     if "infill" in only:
         report["infill"] = run_infill(backend, docs, a.n_infill, settings)
         print("infill", json.dumps({k: v for k, v in report["infill"].items() if k != "samples"}), flush=True)

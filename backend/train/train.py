@@ -266,6 +266,8 @@ def loss_on_batch(
     sc_prob: float,
     ar_weight: float,
     t_range: tuple[float, float] = (0.4, 0.8),
+    t_floor: float = 0.0,
+    fill_weight: float = 1.0,
 ) -> tuple[Any, dict[str, float]]:
     """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning)."""
     import torch
@@ -290,7 +292,7 @@ def loss_on_batch(
         loss = loss + ar_weight * ar
         stats["ar"] = float(ar.detach())
 
-    t = torch.rand((B, 1), generator=gen, device=dev)
+    t = t_floor + (1 - t_floor) * torch.rand((B, 1), generator=gen, device=dev)
     noise_mask = torch.rand((B, C), generator=gen, device=dev) < t
     noise = torch.randint(0, V, (B, C), generator=gen, device=dev)
     clean = targets
@@ -310,8 +312,15 @@ def loss_on_batch(
             temp = t_range[0] + (t_range[1] - t_range[0]) * torch.rand((B, 1, 1), generator=gen, device=dev)
             sc_logits = (first / temp).to(model.model.decoder.embed_tokens.weight.dtype)
     out = model(decoder_input_ids=canvas, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **common)
-    diff = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1))
+    ce = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1), reduction="none").view(B, C)
+    # The <eos> fill after the reply is easy and dominates short replies: ``fill_weight`` < 1 keeps the
+    # gradient on the reply tokens (the first <eos> keeps full weight: stopping matters).
+    eos_id = int(targets[0, -1])
+    is_fill = (targets == eos_id) & (torch.cumsum((targets == eos_id).int(), 1) > 1)
+    w = torch.where(is_fill, torch.full_like(ce, fill_weight), torch.ones_like(ce))
+    diff = (ce * w).sum() / w.sum()
     loss = loss + diff
+    stats["reply"] = float((ce * ~is_fill).sum().detach() / (~is_fill).sum().clamp(min=1))
     stats["diff"] = float(diff.detach())
     with torch.no_grad():
         stats["acc"] = float((out.logits.argmax(-1) == targets).float().mean())
@@ -371,6 +380,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
     ap.add_argument("--log", default="")
+    ap.add_argument("--init", default="", help="continue training from this checkpoint folder")
+    ap.add_argument("--t-floor", type=float, default=0.0, help="noise level t ~ U(t_floor, 1)")
+    ap.add_argument("--fill-weight", type=float, default=1.0, help="loss weight of the <eos> fill after the reply")
+    ap.add_argument("--max-repair-canvas", type=int, default=384)
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
     a = ap.parse_args(argv)
 
@@ -385,7 +398,12 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(a.seed)
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     config = make_config(len(tok), a.preset)
-    model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
+    if a.init:
+        # Continue from a checkpoint (same preset): fp32 master weights from its bf16 file.
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(a.init, dtype=torch.float32).to(a.device).train()
+        config = model.config
+    else:
+        model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
     enc0 = model.model.encoder.language_model.layers[0].mlp.gate_proj.weight
     assert enc0 is model.model.decoder.layers[0].mlp.gate_proj.weight, "encoder/decoder weights must be tied"
     n_params = sum(p.numel() for p in model.parameters())
@@ -444,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         used_fresh = min(len(fresh), a.max_batch * 3)
         reused += max(0, len(cands) - used_fresh)
         group = rng.choices(["single", "multi", "repair"], [a.mix_single, a.mix_multi, a.mix_repair])[0]
-        cands = [it for it in cands if it[2] == group] or cands
+        cands = [it for it in cands if it[2] == group and it[3] <= a.max_repair_canvas] or cands
         cands.sort(key=lambda it: (len(it[0]), it[3]))
         start = rng.randrange(len(cands))
         width = canvas_for_batch([cands[start]], rng)
@@ -463,7 +481,9 @@ def main(argv: list[str] | None = None) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
-            loss, st = loss_on_batch(model, tb, gen, sc_prob=a.sc_prob, ar_weight=a.ar_weight)
+            loss, st = loss_on_batch(
+                model, tb, gen, sc_prob=a.sc_prob, ar_weight=a.ar_weight, t_floor=a.t_floor, fill_weight=a.fill_weight
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

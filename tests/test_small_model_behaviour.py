@@ -1,0 +1,238 @@
+"""The shipped small model: loads through the normal loader, is cheap on CPU, has learned from its training
+data, and its training code matches serving. The behaviours issue 8 asks for that the model does *not* show yet
+are strict xfails (they turn into failures the day a retrained model passes them, so the marker gets removed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+
+import pytest
+import torch
+
+from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR, default_model
+from dgemma_lsp.backend.train import tasks
+from dgemma_lsp.backend.train import train as T
+
+MAX_BYTES = 25 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(SMALL_MODEL_DIR)
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    m, info = DiffusionGemmaForBlockDiffusion.from_pretrained(
+        SMALL_MODEL_DIR, dtype=torch.float32, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from dgemma_lsp.backend.transformers_backend import TransformersBackend
+
+    b = TransformersBackend(str(SMALL_MODEL_DIR), device="cpu", dtype="float32", model_label="small")
+    asyncio.run(b.start())
+    return b
+
+
+def test_shipped_folder_is_the_embedded_default() -> None:
+    names = {p.name for p in SMALL_MODEL_DIR.iterdir()}
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "chat_template.jinja",
+    } <= names
+    assert (SMALL_MODEL_DIR / "model.safetensors").stat().st_size < MAX_BYTES
+    path, label = default_model()
+    assert path == SMALL_MODEL_DIR and "small" in label
+
+
+def test_loads_like_the_fixture(model, tok) -> None:
+    from transformers import DiffusionGemmaConfig
+
+    assert isinstance(model.config, DiffusionGemmaConfig)
+    assert (tok.pad_token_id, tok.eos_token_id, tok.bos_token_id) == (0, 1, 2)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    assert text == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
+    code = 'def f(x):\n    return {"a": [1, 2.5]}  # ünïcode\n'
+    assert tok.decode(tok.encode(code, add_special_tokens=False)) == code
+    assert sum(p.numel() for p in model.parameters()) < 12_500_000  # 25 MB in bf16
+
+
+def _reply_nll_at_full_noise(model, tok, examples: list) -> float:
+    """Mean NLL of the reply tokens when the whole canvas is noise (the first denoising step)."""
+    from transformers import DynamicCache
+
+    items = T.encode_examples(tok, examples, tok.convert_tokens_to_ids(T.EOT), tok.eos_token_id)
+    C = min(128, max(len(it[1]) for it in items))
+    tb = T.to_tensors(T.build_batch(items, C, random.Random(0), eos=tok.eos_token_id), "cpu", 1024)
+    tg = tb["targets"]
+    gen = torch.Generator().manual_seed(0)
+    canvas = torch.randint(0, model.config.text_config.vocab_size, tg.shape, generator=gen)
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config.get_text_config())
+        enc = model.model.encoder(
+            input_ids=tb["input_ids"], attention_mask=tb["enc_mask"], position_ids=tb["pos"], past_key_values=cache
+        )
+        logits = model(
+            decoder_input_ids=canvas,
+            past_key_values=T._cache_of(enc),
+            decoder_attention_mask=tb["dec_mask"],
+            decoder_position_ids=tb["dec_pos"],
+        ).logits
+    eos = tok.eos_token_id
+    reply = ~((tg == eos) & (torch.cumsum((tg == eos).int(), 1) > 1))
+    ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tg, reduction="none")
+    return float(ce[reply].mean())
+
+
+def test_learned_the_repair_task(model, tok) -> None:
+    """On held-out-seed JSON breakage the reply is far more predictable than chance (ln 4096 = 8.3 nats)."""
+    rng = random.Random(10_000_019)
+    exs = []
+    while len(exs) < 6:
+        ex = tasks.json_repair_example(rng, None, tokenizer=tok)
+        if ex is not None:
+            exs.append(ex)
+    assert _reply_nll_at_full_noise(model, tok, exs) < 5.0
+
+
+def test_32_token_canvas_is_cheap_on_cpu(backend) -> None:
+    """One 32-token canvas at 16 steps after a ~200-token prompt: about 0.6 CPU-seconds measured (bound: 3)."""
+    from dgemma_lsp.backend.contract import CanvasRequest, ChatMessage, collect
+
+    torch.set_num_threads(1)
+    msgs = [ChatMessage("user", "def read(path):\n    with open(path) as fh:\n        return fh.read()\n" * 8)]
+    req = CanvasRequest(messages=msgs, canvas_length=32, max_denoising_steps=16, rng_seed=0, want_drafts=False)
+    asyncio.run(collect(backend.generate(req)))  # warm-up
+    c0 = time.process_time()
+    done = asyncio.run(collect(backend.generate(req)))
+    cpu = time.process_time() - c0
+    assert done.stats.canvases == 1
+    assert cpu < 3.0, f"{cpu:.2f} CPU-s for one 32-token canvas"
+
+
+def test_training_forward_matches_serving_forward(tok) -> None:
+    """The left-padded batched training pass computes what generate's unpadded encoder + decoder compute."""
+    from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
+
+    torch.manual_seed(0)
+    m = DiffusionGemmaForBlockDiffusion(T.make_config(len(tok), "smoke")).eval()
+    rng = random.Random(0)
+    items = [
+        (
+            [2] + [rng.randrange(7, 4000) for _ in range(n)],
+            [rng.randrange(7, 4000) for _ in range(9)] + [6, 1],
+            "single",
+            32,
+            None,
+        )
+        for n in (5, 30, 12)
+    ]
+    tb = T.to_tensors(T.build_batch(items, 16, rng, eos=1), "cpu", 1024)
+    canvas = torch.randint(0, len(tok), (3, 16))
+    sc = torch.randn(3, 16, m.config.text_config.vocab_size)
+    with torch.no_grad():
+        enc = m.model.encoder(
+            input_ids=tb["input_ids"],
+            attention_mask=tb["enc_mask"],
+            position_ids=tb["pos"],
+            past_key_values=DynamicCache(config=m.config.get_text_config()),
+        )
+        batched = m(
+            decoder_input_ids=canvas,
+            past_key_values=T._cache_of(enc),
+            decoder_attention_mask=tb["dec_mask"],
+            decoder_position_ids=tb["dec_pos"],
+            self_conditioning_logits=sc,
+        ).logits
+        for i, (p, *_rest) in enumerate(items):
+            e = m.model.encoder(
+                input_ids=torch.tensor([p]), past_key_values=DynamicCache(config=m.config.get_text_config())
+            )
+            one = m(
+                decoder_input_ids=canvas[i : i + 1],
+                past_key_values=T._cache_of(e),
+                self_conditioning_logits=sc[i : i + 1],
+            ).logits
+            torch.testing.assert_close(one[0], batched[i], atol=1e-4, rtol=1e-4)
+
+
+def test_training_steps_reduce_the_loss(tok) -> None:
+    """A few optimizer steps of the real loss (noise, self-conditioning, encoder LM loss) on a fixed batch."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    rng = random.Random(1)
+    items = [
+        (
+            [2] + [rng.randrange(7, 4000) for _ in range(40)],
+            [rng.randrange(7, 4000) for _ in range(10)] + [6, 1],
+            "single",
+            32,
+            None,
+        )
+        for _ in range(4)
+    ]
+    torch.manual_seed(0)
+    m = DiffusionGemmaForBlockDiffusion(T.make_config(len(tok), "smoke")).train()
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    tb = T.to_tensors(T.build_batch(items, 16, rng, eos=1), "cpu", 1024)
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(15):
+        loss, _ = T.loss_on_batch(m, tb, gen, sc_prob=0.5, ar_weight=0.25)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-3:]) / 3 < 0.8 * sum(losses[:3]) / 3, losses
+
+
+# --- asked for by issue 8, not shown by the shipped model yet (see bench/RESULTS.md) ---------------------------
+
+NOT_YET = "the shipped small model does not do this yet (7.6 min of training); see docs/small-model.md"
+
+
+def _complete(backend, code: str) -> str:
+    from dgemma_lsp.config import Settings
+    from dgemma_lsp.lsp.infill import infill
+
+    settings, _ = Settings().merged({"max_prefix_tokens": 384, "max_suffix_tokens": 128})
+    return asyncio.run(
+        infill(backend, code, len(code), language_id="python", path="x.py", settings=settings, seed=0)
+    ).text
+
+
+@pytest.mark.xfail(strict=True, reason=NOT_YET)
+def test_closes_brackets(backend) -> None:
+    assert _complete(backend, "total = max(len(items), len(other)\n") == ")"
+
+
+@pytest.mark.xfail(strict=True, reason=NOT_YET)
+def test_finishes_an_obvious_return(backend) -> None:
+    assert _complete(backend, "def add(a, b):\n    return a") == " + b"
+
+
+@pytest.mark.xfail(strict=True, reason=NOT_YET)
+def test_model_repair_fixes_a_trailing_comma(backend) -> None:
+    from dgemma_lsp.config import Settings
+    from dgemma_lsp.lsp.repair import repair
+    from dgemma_lsp.lsp.repair.edits import apply_edits
+
+    settings, _ = Settings().merged({"repair_attempts": 1})
+    doc = '{\n  "name": "demo",\n  "tags": [1, 2],\n}\n'
+    fixes = asyncio.run(repair(doc, "json", None, mode="model", generate=backend.generate, settings=settings))
+    assert fixes and json.loads(apply_edits(doc, fixes[0].edits)) == {"name": "demo", "tags": [1, 2]}
