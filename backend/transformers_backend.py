@@ -91,6 +91,11 @@ def check_checkpoint_folder(path: Path) -> None:
         raise BackendUnavailable(f"{path} has a DiffusionGemma config but no weights (*.safetensors)")
 
 
+def looks_like_path(ref: str) -> bool:
+    """Hub ids are ``org/name``; anything else with a separator or a leading ./ ~ / is a folder."""
+    return ref.startswith(("/", ".", "~")) or ref.count("/") > 1 or "\\" in ref
+
+
 class _PinLogits:
     """Logits processor: one-hot logits at pinned positions of the first canvas."""
 
@@ -170,13 +175,21 @@ class TransformersBackend:
         local = path.exists()
         if local:
             check_checkpoint_folder(path)
+        elif looks_like_path(self.model_ref):
+            raise BackendUnavailable(f"model folder {self.model_ref} does not exist")
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or local
         src = str(path) if local else self.model_ref
         try:
-            tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=offline)
-            model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype, local_files_only=offline)
+            try:  # the local cache first: no network round trip when the weights are already here
+                tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
+                model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype, local_files_only=True)
+            except OSError:
+                if offline:
+                    raise
+                tokenizer = AutoTokenizer.from_pretrained(src)
+                model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype)
         except OSError as exc:
-            hint = "set HF_HUB_OFFLINE=0 and log in to download it, or pass --model PATH" if offline else str(exc)
+            hint = "HF_HUB_OFFLINE is set: download it elsewhere or pass --model PATH" if offline else str(exc)
             raise BackendUnavailable(f"model {self.model_ref!r} is not available locally ({hint})") from None
         except (ValueError, KeyError) as exc:
             raise BackendUnavailable(f"model {self.model_ref!r} could not be loaded as DiffusionGemma: {exc}") from None

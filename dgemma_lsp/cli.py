@@ -26,20 +26,22 @@ class CliError(Exception):
         self.code = code
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["transformers", "vllm", "openai", "instant"], help="diffusion backend")
-    p.add_argument("--model", help="checkpoint folder or hub id (default: the embedded model)")
-    p.add_argument("--config", help="settings file (TOML or JSON)")
-    p.add_argument("--device", help="auto | cpu | cuda | cuda:N")
-    p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL (openai backend)")
-    p.add_argument("--steps", dest="denoising_steps", type=int, help="max denoising steps per canvas")
-    p.add_argument("--seed", type=int, help="RNG seed")
+def _common(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    # On subcommands the defaults are SUPPRESS, so `dgemma-lsp --model X doctor` keeps the X given before it.
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
+    p.add_argument("--backend", choices=["transformers", "vllm", "openai", "instant"], help="diffusion backend", **kw)
+    p.add_argument("--model", help="checkpoint folder or hub id (default: the embedded model)", **kw)
+    p.add_argument("--config", help="settings file (TOML or JSON)", **kw)
+    p.add_argument("--device", help="auto | cpu | cuda | cuda:N", **kw)
+    p.add_argument("--base-url", dest="base_url", help="OpenAI-compatible server URL (openai backend)", **kw)
+    p.add_argument("--steps", dest="denoising_steps", type=int, help="max denoising steps per canvas", **kw)
+    p.add_argument("--seed", type=int, help="RNG seed", **kw)
+    p.add_argument("--log-file", help="also write the log to this file", **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgemma-lsp", description=__doc__.splitlines()[0])
     parser.add_argument("--stdio", action="store_true", help="run the language server over stdin/stdout")
-    parser.add_argument("--log-file", help="also write the server log to this file")
     parser.add_argument("--version", action="store_true")
     _common(parser)
     sub = parser.add_subparsers(dest="command")
@@ -49,18 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--line", type=int, required=True)
     c.add_argument("--character", type=int, required=True)
     c.add_argument("--language", help="language id (default: from the file name)")
-    _common(c)
+    _common(c, sub=True)
 
     f = sub.add_parser("fix", help="repair broken JSON/JSONC/Markdown structure")
     f.add_argument("file", help="a file, or - for standard input")
     f.add_argument("--language", choices=["json", "jsonc", "markdown"])
     f.add_argument("--output", choices=["diff", "fixed"], default="diff")
     f.add_argument("--repair", choices=["auto", "model", "rules"], help="force one repair path")
-    _common(f)
+    _common(f, sub=True)
 
     d = sub.add_parser("doctor", help="report backend, device, model, versions and what is missing")
     d.add_argument("--no-load", action="store_true", help="do not load the model")
-    _common(d)
+    _common(d, sub=True)
     return parser
 
 
@@ -295,11 +297,9 @@ def main(argv: list[str] | None = None) -> int:
             settings = _settings(args)
             from .lsp.server import run_stdio
 
-            # Flags given on the command line win over the editor's initializationOptions / configuration.
-            flags = {
-                k: getattr(args, k, None) for k in ("backend", "model", "device", "base_url", "denoising_steps", "seed")
-            }
-            run_stdio(settings, cli_overrides={k: v for k, v in flags.items() if v is not None})
+            # The flags that started the server are its base; the editor's settings (initializationOptions,
+            # workspace/configuration) refine them, so a user can switch models from the editor.
+            run_stdio(settings)
             return 0
         handler = {"complete": _complete, "fix": _fix, "doctor": _doctor}[args.command]
         return asyncio.run(handler(args))

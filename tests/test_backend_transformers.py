@@ -178,3 +178,13 @@ def test_missing_hub_model_is_a_clear_error(monkeypatch):
     b = TransformersBackend("google/diffusiongemma-26B-A4B-it", device="cpu")
     with pytest.raises(BackendUnavailable, match="not available locally"):
         asyncio.run(b.start())
+
+
+def test_missing_folder_fails_fast_without_network():
+    import time
+
+    b = TransformersBackend("/nonexistent/dgemma-model", device="cpu")
+    t0 = time.monotonic()
+    with pytest.raises(BackendUnavailable, match="does not exist"):
+        asyncio.run(b.start())
+    assert time.monotonic() - t0 < 30
