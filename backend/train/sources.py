@@ -9,6 +9,7 @@ held out for evaluation on one machine is held out on every machine, whatever it
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -75,25 +76,32 @@ def python_roots() -> list[tuple[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=2)
+def _python_files() -> tuple[tuple[str, str], ...]:
+    """(relative path, absolute path) of every ``.py`` file under the interpreter's roots (walked once)."""
+    out = []
+    for label, root in python_roots():
+        for dp, dn, fn in os.walk(root):
+            # The stdlib folder may contain site-packages: that one is walked as its own root.
+            dn[:] = [d for d in dn if d not in ("site-packages", "dist-packages", "__pycache__")]
+            for f in fn:
+                if f.endswith(".py"):
+                    full = os.path.join(dp, f)
+                    out.append((f"{label}/{os.path.relpath(full, root)}", full))
+    return tuple(out)
+
+
 def iter_python(split: str, limit: int, *, salt: str = "") -> Iterator[Doc]:
     """Up to ``limit`` Python documents of ``split`` from this interpreter's stdlib and site-packages.
 
     Files are visited in a hash order of their relative path (so ``limit`` picks a spread of packages,
     not the first alphabetically); the ``salt`` varies that order without changing the split.
     """
-    cands: list[tuple[str, str, str]] = []
-    for label, root in python_roots():
-        for dp, dn, fn in os.walk(root):
-            # The stdlib folder may contain site-packages: that one is walked as its own root.
-            dn[:] = [d for d in dn if d not in ("site-packages", "dist-packages", "__pycache__")]
-            for f in fn:
-                if not f.endswith(".py"):
-                    continue
-                full = os.path.join(dp, f)
-                rel = f"{label}/{os.path.relpath(full, root)}"
-                if split_of(rel) == split:
-                    cands.append((hashlib.md5((salt + rel).encode()).hexdigest(), rel, full))
-    cands.sort()
+    cands = sorted(
+        (hashlib.md5((salt + rel).encode()).hexdigest(), rel, full)
+        for rel, full in _python_files()
+        if split_of(rel) == split
+    )
     n = 0
     seen: set[str] = set()
     for _, rel, full in cands:
