@@ -11,7 +11,11 @@ SMALL_MODEL_DIR = Path(__file__).parent / "models" / "small"
 def default_model() -> tuple[Path, str]:
     """Return (checkpoint folder, human-readable label)."""
     if (SMALL_MODEL_DIR / "config.json").is_file() and any(SMALL_MODEL_DIR.glob("*.safetensors")):
-        return SMALL_MODEL_DIR, f"embedded small model ({SMALL_MODEL_DIR})"
+        # Honest label: the shipped checkpoint is undertrained (bench/RESULTS.md, "Small model quality").
+        return (
+            SMALL_MODEL_DIR,
+            f"embedded small model, experimental: undertrained, suggestions not yet useful ({SMALL_MODEL_DIR})",
+        )
     from .fixtures.tiny import ensure_tiny_checkpoint
 
     path = ensure_tiny_checkpoint()
