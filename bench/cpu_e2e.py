@@ -245,13 +245,14 @@ def report(results: list[dict[str, Any]], m: dict[str, Any], command: str, args:
             f"{', '.join(f'{k}={v}' for k, v in s.items())}; OMP_NUM_THREADS={args.threads or 'unset'}. Typing "
             f"session: {results[0]['keystrokes']} keystrokes over {min(args.functions, len(FUNCTIONS))} functions, "
             f"gaps {args.gap_ms} ms (seed {args.seed}), {args.pause_ms} ms pause after each function; an inline "
-            "completion request per keystroke, the previous one cancelled if pending. Times in ms."
+            "completion request per keystroke, the previous one cancelled if pending. Times in ms; the server's time per "
+            "generated answer (its `dgemma.status` samples) includes the debounce."
         )
         L.append("")
     L.append(
         "| checkpoint | keystrokes | suggestion latency p50 / p90 (n) | any answer p50 / p90 (n) "
         "| suggestion before next key | empty / cancelled | cache + typing-through hit rate "
-        "| generations started / completed / cancelled | server gen. p50 / p90 | peak RSS MiB |"
+        "| generations started / completed / cancelled | server time per generated answer p50 / p90 | peak RSS MiB |"
     )
     L.append("|" + "---|" * 10)
     for r in results:
