@@ -310,5 +310,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """Console-script entry: run, flush, and leave without interpreter teardown.
+
+    Native thread pools (torch, tokenizers) can abort the process ("terminate called without an active
+    exception") when the interpreter finalises while they wind down; the work is done and flushed by then,
+    so skipping finalisation turns a rare spurious crash into the exit status the command earned.
+    """
+    import logging
+
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse errors
+        code = exc.code if isinstance(exc.code, int) else 2
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()
