@@ -69,49 +69,28 @@ EOT = "<end_of_turn>"
 
 
 def make_config(vocab_size: int, preset: str = "small", canvas_length: int = 32):
-    from transformers import DiffusionGemmaConfig
+    from dgemma_lsp.backend.fixtures.tiny import diffusion_gemma_config
 
     p = PRESETS[preset]
     pattern = ["sliding_attention", "sliding_attention", "full_attention"]
     layer_types = [pattern[i % 3] for i in range(p["layers"])]
     layer_types[-1] = "full_attention"
-    text_config = dict(
+    return diffusion_gemma_config(
         vocab_size=vocab_size,
         hidden_size=p["hidden"],
         intermediate_size=p["intermediate"],
-        num_hidden_layers=p["layers"],
-        num_attention_heads=p["heads"],
-        num_key_value_heads=p["kv_heads"],
-        num_global_key_value_heads=p["kv_heads"],
+        layers=p["layers"],
+        heads=p["heads"],
+        kv_heads=p["kv_heads"],
         head_dim=p["head_dim"],
         global_head_dim=p["global_head_dim"],
-        num_experts=p["experts"],
-        top_k_experts=p["top_k"],
-        moe_intermediate_size=p["moe_intermediate"],
+        experts=p["experts"],
+        top_k=p["top_k"],
+        moe_intermediate=p["moe_intermediate"],
         sliding_window=p["sliding_window"],
         layer_types=layer_types,
-        max_position_embeddings=8192,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=2,
-    )
-    # The vision tower is part of the architecture; keep it minimal (it is never used for text).
-    vision_config = dict(
-        model_type="gemma4_vision",
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=16,
-    )
-    return DiffusionGemmaConfig(
-        text_config=text_config,
-        vision_config=vision_config,
         canvas_length=canvas_length,
-        boi_token_id=4,
-        eoi_token_id=4,
-        image_token_id=4,
+        image_token_id=4,  # <mask>
     )
 
 
