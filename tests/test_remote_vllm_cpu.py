@@ -3,7 +3,7 @@
 Run with ``scripts/test-vllm-cpu.sh`` (it makes vLLM's venv and sets ``DGEMMA_VLLM_PYTHON``). The server runs a
 random-weight tiny Llama with ``--enforce-eager`` and ``--api-key``; this checks what only vLLM has: ``owned_by``
 discovery, ``/version``, ``/tokenize`` calibration, list-valued ``vllm_xargs`` accepted on the wire, a real 401, and
-cancellation observed in vLLM's own Prometheus metrics (``vllm:request_success_total{finished_reason="abort"}``).
+cancellation observed in vLLM's own Prometheus metrics (running gauge, generated-token counter) and its log.
 """
 
 from __future__ import annotations
@@ -127,15 +127,21 @@ async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str
     """Closing the stream makes vLLM abort the request: its running gauge drops to 0, its generated-token counter
     stops, and it logs the abort."""
     be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
+    req = CanvasRequest(messages=[ChatMessage("user", "hi")], canvas_length=256, max_new_tokens=1800)
+    gen = be.generate(req)
     try:
-        req = CanvasRequest(messages=[ChatMessage("user", "hi")], canvas_length=256, max_new_tokens=1800)
-        gen = be.generate(req)
-        n = 0
+        # Stop at the first streamed text: on a loaded 2-core machine vLLM coalesces many tokens per chunk, so
+        # waiting for several chunks could let the request finish on its own before the abort is tried.
         async for ev in gen:
-            n += isinstance(ev, Committed)
-            if n == 10:
+            if isinstance(ev, Committed):
                 break
-        assert metric(server, "vllm:num_requests_running") == 1
+        running = 0.0
+        for _ in range(30):  # the gauge is refreshed once per engine step
+            running = metric(server, "vllm:num_requests_running")
+            if running == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert running == 1, server.log_tail()
         t = time.monotonic()
         await gen.aclose()
         assert time.monotonic() - t < 0.5
@@ -150,6 +156,7 @@ async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str
         assert g0 < 1800  # the 1800-token request did not run to its end
         assert re.search(r"Aborted request", server.log_tail(200_000)), server.log_tail()
     finally:
+        await gen.aclose()  # idempotent; an unclosed stream would leak past the test
         await be.aclose()
 
 
