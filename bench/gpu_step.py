@@ -408,6 +408,10 @@ def part_vllm(args: argparse.Namespace) -> None:
         try:
             # the first engine compiles cold (~150 s): it gets a longer slot than the ones reusing its cache
             limit = args.job_timeout * (1.3 if name == "native" else 0.85 if name == "suggest" else 1.0)
+            for spec in filter(None, args.job_timeouts.split(",")):  # e.g. native=260,ours=170
+                job, _, secs = spec.partition("=")
+                if job == name:
+                    limit = float(secs)
             rc = subprocess.run(cmd, env=env, timeout=limit).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -430,6 +434,7 @@ def main() -> None:
     ap.add_argument("--also-detok-off", action="store_true")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
+    ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
     args = ap.parse_args()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GPU tests + benchmark on the H200 device, in the three runs that stage the vLLM 0.26 kit
 # (kit built here first: `bash ../shared/device/build-vllm-kit.sh` from the repo root; see docs/vllm.md).
-#   run 1: carry .kit1   command: bash tests/gpu/run_device.sh 1   (kernel parity on GPU, floors, sampler kernels)
-#   run 2: carry .kit2   command: bash tests/gpu/run_device.sh 2   (transformers full-size steps, ref vs kernels)
-#   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (vLLM full size: native vs ours, suggestions)
+#   run 1: carry .kit1   command: bash tests/gpu/run_device.sh 1   (kernel parity on GPU; FULL=1: floors, kernels)
+#   run 2: carry .kit2   command: bash tests/gpu/run_device.sh 2   (stage; FULL=1: transformers full-size steps)
+#   run 3: carry .kit3   command: bash tests/gpu/run_device.sh 3   (install vLLM; tune the fused-MoE config; native)
+#   run b: carry nothing command: bash tests/gpu/run_device.sh b   (vLLM full size: native vs ours, suggestions)
 #   run 4: carry nothing command: bash tests/gpu/run_device.sh 4   (vLLM tiny checkpoint end to end; warm only)
 #   alone: carry nothing command: bash tests/gpu/run_device.sh t   (transformers only, no kit)
 # Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
@@ -12,6 +13,9 @@ set -uo pipefail
 N="${1:?stage 1, 2 or 3}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
+# compile caches in /tmp: it survives from one run to the next while the machine stays warm
+export VLLM_CACHE_ROOT=/tmp/vllm-cache TRITON_CACHE_DIR=/tmp/triton-cache
+T0=$(date +%s)
 LOG="$OUT/run$N.log"
 exec > >(tee -a "$LOG") 2>&1
 
@@ -23,6 +27,8 @@ install_shim() {
   printf 'Metadata-Version: 2.1\nName: dgemma-lsp\nVersion: 0.1.0\n' > /tmp/dg/dgemma_lsp-0.1.0.dist-info/METADATA
   printf '[vllm.general_plugins]\ndgemma_lsp = dgemma_lsp.backend.vllm_plugin:register\n' \
     > /tmp/dg/dgemma_lsp-0.1.0.dist-info/entry_points.txt
+  # a fused-MoE config tuned by run 3 on this machine replaces the shipped one (the plugin points vLLM at it)
+  if ls /tmp/moe-tuned/*.json >/dev/null 2>&1; then cp /tmp/moe-tuned/*.json /tmp/dg/dgemma_lsp/backend/moe_configs/; fi
 }
 PYT=(python3 -m pytest -q -rA --noconftest -p no:cacheprovider -o addopts= -s)
 echo "== run $N on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader) $(date -u +%FT%TZ)"
@@ -32,18 +38,33 @@ case "$N" in
   install_shim; export PYTHONPATH=/tmp/dg
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
   timeout 120 "${PYT[@]}" tests/gpu/test_gpu_kernels.py
-  timeout 150 python3 bench/gpu_step.py --parts floors,kernels --out "$OUT/gpu_step.jsonl"
+  # FULL=1: also the floors and sampler-kernel timings (measured 2026-11-30 04:06, bench/RESULTS.md)
+  [ "${FULL:-0}" = 1 ] && timeout 150 python3 bench/gpu_step.py --parts floors,kernels --out "$OUT/gpu_step.jsonl"
   ;;
 2)
   bash .kit2/stage.sh
   install_shim; export PYTHONPATH=/tmp/dg
-  timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 --out "$OUT/gpu_step.jsonl"
+  # FULL=1: also transformers full-size steps, reference vs kernels (measured 04:07-04:20, bench/RESULTS.md)
+  [ "${FULL:-0}" = 1 ] && timeout 230 python3 bench/gpu_step.py --parts transformers --transformers-budget 150 \
+    --out "$OUT/gpu_step.jsonl"
   ;;
 3)
-  # the first engine compiles cold (~150 s on 2026-11-30): the native job gets the longest slot
+  # install vLLM, tune the fused-MoE kernel for E=128,N=704 (vLLM's procedure, bench/tune_moe.py), then start the
+  # native engine once so its cold torch.compile lands in /tmp/vllm-cache for run b
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 520 python3 bench/gpu_step.py --parts vllm --job-timeout 170 --out "$OUT/gpu_step.jsonl"
+  timeout 330 python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" --budget 270
+  mkdir -p "$OUT/moe" && cp /tmp/moe-tuned/*.json "$OUT/moe/" 2>/dev/null
+  left=$(( 570 - ($(date +%s) - T0) ))
+  if [ "$left" -gt 60 ]; then
+    timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs native --job-timeouts native=$((left - 10)) \
+      --out "$OUT/gpu_step.jsonl"
+  fi
+  ;;
+b)  # while warm after run 3: native vLLM, ours (tuned MoE config included) and single-line suggestions, one run
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 575 python3 bench/gpu_step.py --parts vllm --vllm-jobs native,ours,suggest \
+    --job-timeouts native=220,ours=180,suggest=160 --out "$OUT/gpu_step.jsonl"
   ;;
 4)  # while still warm after run 3 (vLLM stays in /tmp/site): the tiny end-to-end tests
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
