@@ -7,6 +7,7 @@
 #   run b: carry nothing command: bash tests/gpu/run_device.sh b   (vLLM full size: native vs ours, suggestions)
 #   run 4: carry nothing command: bash tests/gpu/run_device.sh 4   (vLLM tiny checkpoint end to end; warm only)
 #   alone: carry nothing command: bash tests/gpu/run_device.sh t   (transformers only, no kit)
+#   alone: carry nothing command: bash tests/gpu/run_device.sh g   (kernel parity + transformers backend on CUDA)
 # Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
@@ -69,6 +70,11 @@ b)  # while warm after run 3: native vLLM, ours (tuned MoE config included) and 
 4)  # while still warm after run 3 (vLLM stays in /tmp/site): the tiny end-to-end tests
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  ;;
+g)  # no kit: kernel parity, and the transformers backend on CUDA with the kernels switched in
+  install_shim; export PYTHONPATH=/tmp/dg
+  python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+  timeout 150 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_transformers_backend.py
   ;;
 k)  # kernels only (no kit): GPU parity and the sampling-part timings
   install_shim; export PYTHONPATH=/tmp/dg
