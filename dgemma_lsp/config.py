@@ -44,7 +44,8 @@ class Settings:
     max_suffix_tokens: int = 256
     max_snippet_tokens: int = 256
     # latency machinery
-    debounce_ms: int = 75
+    debounce_ms: int = 75  # 0 = no debounce
+    debounce_max_ms: int = 250  # adaptive debounce follows the typing rhythm up to this; <= debounce_ms = fixed
     request_timeout_s: float = 30.0
     max_concurrent: int = 4
     cache_size: int = 256
@@ -109,6 +110,8 @@ class Settings:
             raise ConfigError("vllm_max_num_seqs must be between 1 and 4 (the vendor's --max-num-seqs limit)")
         if self.entropy_bound <= 0:
             raise ConfigError("entropy_bound must be > 0")
+        if self.debounce_ms < 0 or self.debounce_max_ms < 0:
+            raise ConfigError("debounce_ms and debounce_max_ms must be >= 0")
         if not 0 <= self.t_min < self.t_max:
             raise ConfigError("temperatures need 0 <= t_min < t_max")
         if self.repair not in ("auto", "model", "rules"):

@@ -5,7 +5,7 @@ The pipeline for one request (everything model-related stays behind :class:`Comp
 
 1. typing-through: the user typed the start of the suggestion on screen -> the remainder, no model call;
 2. cache: the same text around the cursor was answered before -> the cached answer;
-3. otherwise a job: debounce, wait for the document's previous generation to stop (at most one per
+3. otherwise a job: debounce (adaptive: :mod:`.debounce`), wait for the document's previous generation to stop (at most one per
    document), take a slot of the global semaphore (``settings.max_concurrent``), build context + plan +
    prompt, stream the backend's canvases as ``dgemma/canvas`` notifications, clean the text.
 
@@ -40,6 +40,7 @@ from dgemma_lsp.backend.contract import (
 from dgemma_lsp.config import Settings
 
 from .context import Snippet, build_context, plan_completion
+from .debounce import AdaptiveDebounce
 from .documents import Document
 from .infill import make_request
 from .postprocess import clean_completion
@@ -129,6 +130,7 @@ class CompletionEngine:
         self._sem: asyncio.Semaphore | None = None
         self._sem_size = 0
         self._ids = itertools.count(1)
+        self.debounce = AdaptiveDebounce()
 
     # -- lifecycle hooks called by the server -------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class CompletionEngine:
     def on_close(self, uri: str) -> None:
         self.on_change(uri)
         self._docs.pop(uri, None)
+        self.debounce.forget(uri)
 
     def clear_cache(self) -> None:
         """Forget cached answers (settings or backend changed). What is on screen stays valid for typing-through."""
@@ -159,6 +162,8 @@ class CompletionEngine:
         t0 = time.monotonic()
         s = self._settings()
         self.stats.inc("requests")
+        if not invoked:
+            self.debounce.keystroke(doc.uri)  # every automatic request counts toward the typing rhythm
         if not s.inline_completion or not s.enabled_for(doc.language_id):
             self.stats.inc("disabled")
             return []
@@ -244,8 +249,11 @@ class CompletionEngine:
         request_id: Any,
     ) -> _Answer | None:
         s = self._settings()
-        if not invoked and s.debounce_ms > 0:
-            await asyncio.sleep(s.debounce_ms / 1000)
+        if not invoked:
+            delay = self.debounce.delay_ms(s.debounce_ms, s.debounce_max_ms, text[max(0, offset - 256) : offset])
+            if delay > 0:
+                self.stats.latency("debounce", delay / 1000)
+                await asyncio.sleep(delay / 1000)
         if previous is not None and previous.task is not None and not previous.task.done():
             # Single flight: the old generation must have really stopped before a new one starts.
             await asyncio.wait([previous.task])

@@ -33,6 +33,7 @@ SERVER_DEFAULTS: dict = {
     "maxSuffixTokens": 64,
     "maxSnippetTokens": 64,
     "debounceMs": 5,
+    "debounceMaxMs": 0,  # a fixed debounce: the suite's request rhythm is not a user's (test_debounce.py covers it)
     "requestTimeoutS": 20,
     "device": "cpu",
 }

@@ -40,7 +40,9 @@ DESCRIPTIONS: dict[str, str] = {
     "max_prefix_tokens": "Tokens of text before the cursor sent as context.",
     "max_suffix_tokens": "Tokens of text after the cursor sent as context.",
     "max_snippet_tokens": "Tokens of snippets from other open documents sent as context.",
-    "debounce_ms": "Server-side debounce before a completion starts a generation (ms).",
+    "debounce_ms": "Server-side debounce before a completion starts a generation (ms); 0 = none.",
+    "debounce_max_ms": "Upper bound of the adaptive debounce, which follows your typing rhythm (ms); "
+    "at or below debounceMs = a fixed debounce.",
     "request_timeout_s": "Deadline of one completion or fix request (seconds).",
     "max_concurrent": "Generations in flight over all documents (1-4; the engine's limit).",
     "cache_size": "Completion cache entries (keyed by the text around the cursor).",
