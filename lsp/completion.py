@@ -425,10 +425,20 @@ class CompletionEngine:
 
     @staticmethod
     def _typing_through(shown: _Shown | None, pre: str, suf: str) -> _Answer | None:
-        """The remainder of the shown suggestion when the user typed its beginning, else None."""
-        if shown is None or suf != shown.suffix_head:
+        """The remainder of the shown suggestion when the user typed its beginning, else None.
+
+        Editors with auto-pairs insert a closer at the cursor when an opener or quote is typed (``foo(`` ->
+        ``foo(|)``): the right side then differs from what was shown by those closers. They are tolerated (up
+        to ``MAX_AUTO_CLOSERS``) and the remainder's range covers them, so accepting it yields exactly the text
+        the full suggestion would have.
+        """
+        if shown is None:
+            return None
+        extra = _auto_closers(shown.suffix_head, suf)
+        if extra is None:
             return None
         anchor = shown.prefix_tail
+        replace = extra + shown.answer.replace
         out: list[str] = []
         for text in shown.answer.texts:
             body = text[: len(text) - len(shown.answer.replace)] if shown.answer.replace else text
@@ -436,12 +446,12 @@ class CompletionEngine:
                 typed = body[:k]
                 if pre.endswith(typed) and pre.endswith(anchor, 0, len(pre) - k):
                     rest = text[k:]
-                    if rest and rest != shown.answer.replace:
+                    if rest and rest != replace and (not extra or _balanced_closers(typed, extra)):
                         out.append(rest)
                     break
         if not out:
             return None
-        return _Answer(out, shown.answer.replace, shown.answer.backend)
+        return _Answer(out, replace, shown.answer.backend)
 
     def _items(
         self, doc: Document, line: int, character: int, answer: _Answer, request_id: Any
@@ -462,3 +472,33 @@ class CompletionEngine:
                 )
             )
         return items
+
+
+MAX_AUTO_CLOSERS = 3
+_OPEN_FOR = {")": "(", "]": "[", "}": "{", '"': '"', "'": "'", "`": "`"}
+
+
+def _auto_closers(shown_suffix: str, suf: str) -> str | None:
+    """What an editor's auto-pairs put at the cursor since the suggestion was shown ("" = nothing), or None when
+    the right side changed otherwise. Both sides are windows of at most ``KEY_AFTER`` characters."""
+    if suf == shown_suffix:
+        return ""
+    for n in range(1, MAX_AUTO_CLOSERS + 1):
+        extra, rest = suf[:n], suf[n:]
+        if len(extra) < n or any(c not in _OPEN_FOR for c in extra):
+            return None
+        # the window slid right by n characters: what is left must be the start of the shown window
+        if shown_suffix.startswith(rest) and (len(rest) == len(shown_suffix) or len(suf) == KEY_AFTER):
+            return extra
+    return None
+
+
+def _balanced_closers(typed: str, extra: str) -> bool:
+    """Each auto-inserted closer answers an opener (or quote) the user typed in the accepted part."""
+    pool = list(typed)
+    for c in extra:
+        opener = _OPEN_FOR[c]
+        if opener not in pool:
+            return False
+        pool.remove(opener)
+    return True

@@ -133,3 +133,24 @@ def test_typing_through_matcher():
     assert CompletionEngine._typing_through(shown, "x = foo(bx", ")\n") is None  # typed something else
     assert CompletionEngine._typing_through(shown, "x = foo(ba", "\n") is None  # the suffix changed
     assert CompletionEngine._typing_through(shown, "x = foo(bar, baz", ")\n") is None  # all typed
+
+
+def test_typing_through_survives_auto_pairs():
+    """An editor's auto-pairs put ``)`` / ``"`` at the cursor as the user types the opener: still a typing-through
+    hit, and the remainder's range covers the inserted closer so accepting gives the full suggestion's text."""
+    shown = _Shown(prefix_tail="x = ", suffix_head="\n", answer=_Answer(['compute(a, "b")'], "", "t"))
+    got = CompletionEngine._typing_through(shown, "x = compute(", ")\n")
+    assert got is not None and got.texts == ['a, "b")'] and got.replace == ")"
+    got = CompletionEngine._typing_through(shown, 'x = compute(a, "', '")\n')  # two pairs open
+    assert got is not None and got.texts == ['b")'] and got.replace == '")'
+    # accepting: prefix + remainder + what follows the replaced range == the full suggestion in place
+    assert 'x = compute(a, "' + got.texts[0] + '")\n'[len(got.replace) :] == 'x = compute(a, "b")\n'
+    # a closer the user did not open is not an auto-pair: the right side really changed
+    assert CompletionEngine._typing_through(shown, "x = co", ")\n") is None
+    # text typed right of the cursor is not a closer
+    assert CompletionEngine._typing_through(shown, "x = compute(", "z\n") is None
+    # a long right side: its 256-character window slid right by the inserted closer
+    long_suf = "\n" + "y" * 300
+    shown = _Shown(prefix_tail="x = ", suffix_head=long_suf[:256], answer=_Answer(["f(1)"], "", "t"))
+    got = CompletionEngine._typing_through(shown, "x = f(", (")" + long_suf)[:256])
+    assert got is not None and got.texts == ["1)"] and got.replace == ")"
