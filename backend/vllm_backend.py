@@ -346,6 +346,10 @@ class VLLMBackend:
         progress("importing vLLM", 2)
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")
         os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        # the server process may already hold a CUDA context (a transformers backend ran before, or the caller
+        # touched the GPU): a forked engine core then cannot initialise CUDA ("Cannot re-initialize CUDA in
+        # forked subprocess", seen on the H200), so the engine core is spawned
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         os.environ.update(self._plugin_env())
         try:
             from vllm.engine.arg_utils import AsyncEngineArgs

@@ -9,6 +9,10 @@
 #   alone: carry nothing command: bash tests/gpu/run_device.sh t   (transformers only, no kit)
 #   alone: carry nothing command: bash tests/gpu/run_device.sh g   (kernel parity + transformers backend on CUDA)
 # Each run must start within ~30 s of the previous one ending (the machine keeps /tmp while warm).
+# Two-part kit (one run less; session 2): `PART_MB=63 bash ../shared/device/build-vllm-kit.sh`, move
+# backend/models/small/model.safetensors out of the tree for the two kit runs (each carries <= 64 MiB with the tree),
+#   run A: carry .kit1  command: bash .kit1/stage.sh
+#   run B: carry .kit2  command: bash .kit2/install.sh && bash tests/gpu/run_device.sh 4   (or 3's tuning, b ...)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage 1, 2 or 3}"

@@ -7,8 +7,6 @@ with its entry point (``pip install --no-deps --target``), so every engine proce
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,30 +31,9 @@ def run(coro):
 
 
 def tiny_for_vllm() -> Path:
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
 
-    src = ensure_tiny_checkpoint()
-    dst = Path(tempfile.mkdtemp(prefix="tiny-vllm-")) / "model"
-    shutil.copytree(src, dst)
-    # transformers >= 5.17 saves the full-attention head size as a per-layer override; vLLM 0.26 reads the
-    # released checkpoints' global_* keys instead (as in bench/configs/diffusiongemma-26b-a4b/config.json)
-    cfg_path = dst / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    tc = cfg["text_config"]
-    per_layer = tc.pop("per_layer_config", None) or {}
-    full = next((v for v in per_layer.values() if "head_dim" in v), {})
-    tc.setdefault("global_head_dim", full.get("head_dim", tc["head_dim"] * 2))
-    tc.setdefault("num_global_key_value_heads", tc["num_key_value_heads"])
-    tc.setdefault("final_logit_softcapping", 30.0)
-    if tc.get("use_bidirectional_attention") is None:
-        tc.pop("use_bidirectional_attention", None)
-    cfg_path.write_text(json.dumps(cfg, indent=1))
-    gen_path = dst / "generation_config.json"
-    gen = json.loads(gen_path.read_text())
-    # vLLM 0.26 builds its sampler from generation_config.json's sampler_config
-    gen.setdefault("sampler_config", {"_cls_name": "EntropyBoundSamplerConfig", "entropy_bound": 0.1})
-    gen_path.write_text(json.dumps(gen))
-    return dst
+    return vllm_ready_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-vllm-")) / "model")
 
 
 @pytest.fixture(scope="module")
