@@ -281,7 +281,6 @@ class CompletionEngine:
             req = make_request(
                 ctx, plan, s, seed=seed, deadline=time.monotonic() + s.request_timeout_s, want_drafts=s.stream_canvas
             )
-            req.stop_at_newline = plan.mode == "single"
             req.tag = "complete"
 
             def clean(raw: str) -> str:

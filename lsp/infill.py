@@ -99,6 +99,8 @@ def make_request(
         deadline=deadline,
         want_drafts=want_drafts,
         tag=f"infill:{plan.mode}",
+        # a single-line suggestion is cut at its first line anyway: stop generating there
+        stop_at_newline=plan.mode == "single",
     )
 
 
