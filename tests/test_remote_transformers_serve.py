@@ -217,8 +217,10 @@ async def test_doctor_reports_what_it_found(server: ServerProcess) -> None:
 
 async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(server: ServerProcess) -> None:
     """End to end: ``dgemma-lsp --stdio`` with ``backend = openai`` against the real server. A single-line completion
-    comes back; a 4000-token multi-line one cancelled with ``$/cancelRequest`` returns at once and the server stops
-    generating (its CPU goes idle)."""
+    comes back; a 4000-token multi-line one cancelled with ``$/cancelRequest`` returns at once and the language
+    server closes its streaming connection to the model server (which is what aborts the generation there: the
+    server side of that is ``test_cancel_closes_stream_and_server_stops_generating``)."""
+    import psutil
     from conftest import completion_params, execute, open_doc, start_client, stop_client
     from lsprotocol import types
 
@@ -247,15 +249,26 @@ async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(serve
         c0 = server.cpu_seconds()
         await asyncio.sleep(1.0)
         assert server.cpu_seconds() - c0 > 0.05, "the server should still be generating the long completion"
+        lsp_proc = psutil.Process(st["server"]["pid"])
+
+        def to_server() -> int:  # the language server's open connections to the model server
+            return sum(
+                1 for c in lsp_proc.net_connections(kind="tcp")
+                if c.raddr and c.raddr.port == server.port and c.status == psutil.CONN_ESTABLISHED
+            )  # fmt: skip
+
+        streaming = to_server()
+        assert streaming >= 1
         t = time.monotonic()
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="remote-cancel"))
         with pytest.raises(Exception, match="[Cc]ancel"):
             await asyncio.wait_for(asyncio.wrap_future(fut), 5)
         assert time.monotonic() - t < 1.0, "the LSP request must return at once"
-        await asyncio.sleep(1.0)
-        c1 = server.cpu_seconds()
-        await asyncio.sleep(1.5)
-        assert server.cpu_seconds() - c1 < 0.3, "the server kept generating after the cancel"
+        for _ in range(40):  # the streaming connection closes (idle keep-alive ones may stay in the pool)
+            if to_server() < streaming:
+                break
+            await asyncio.sleep(0.05)
+        assert to_server() == streaming - 1, "the language server kept the stream to the model server open"
     finally:
         await stop_client(client)
 
@@ -266,14 +279,15 @@ async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None
     be = backend_for(srv.base_url, retries=1)
     try:
         got = 0
-        t = time.monotonic()
+        t = float("inf")
         with pytest.raises(BackendError) as ei:
             async for ev in be.generate(ask(4000)):
                 got += isinstance(ev, Committed)
                 if got == 10:
+                    t = time.monotonic()  # from the kill: the time to stream 10 chunks depends on the machine's load
                     srv.kill()
         assert ei.value.kind == "disconnected" and "closed the connection mid-response" in str(ei.value)
-        assert time.monotonic() - t < 15
+        assert time.monotonic() - t < 5
         # while it is down: a clear one-line error, fast (connection refused is retried `retries` times, briefly)
         t = time.monotonic()
         with pytest.raises(BackendUnavailable, match="connection refused"):
@@ -286,3 +300,4 @@ async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None
         await be.aclose()
         if srv.proc is None or srv.proc.poll() is not None:
             srv.start()
+
