@@ -5,9 +5,10 @@ The pipeline for one request (everything model-related stays behind :class:`Comp
 
 1. typing-through: the user typed the start of the suggestion on screen -> the remainder, no model call;
 2. cache: the same text around the cursor was answered before -> the cached answer;
-3. otherwise a job: debounce (adaptive: :mod:`.debounce`), wait for the document's previous generation to stop (at most one per
-   document), take a slot of the global semaphore (``settings.max_concurrent``), build context + plan +
-   prompt, stream the backend's canvases as ``dgemma/canvas`` notifications, clean the text.
+3. otherwise a job: debounce (adaptive: :mod:`.debounce`), wait for the document's previous generation to
+   stop (at most one per document), take a slot of the global semaphore (``settings.max_concurrent``),
+   build context + plan + prompt, stream the backend's canvases as ``dgemma/canvas`` notifications, clean
+   the text.
 
 A newer request or an edit of the same document supersedes the running job (its generation is cancelled
 and its request answers ``[]``); ``$/cancelRequest`` cancels the handler task, which cancels the job too.

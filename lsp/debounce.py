@@ -67,7 +67,7 @@ class AdaptiveDebounce:
 
 def _after_break(before_cursor: str) -> bool:
     """At the start of a (possibly auto-indented) line, or right after a break character (+ one space)."""
-    head, nl, line = before_cursor.rpartition("\n")
+    _, nl, line = before_cursor.rpartition("\n")
     if nl and not line.strip(" \t"):
         return True
     stripped = before_cursor.rstrip(" \t")
