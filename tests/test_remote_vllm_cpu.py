@@ -124,24 +124,29 @@ async def test_wrong_key_is_a_real_401(server: ServerProcess, monkeypatch: pytes
 
 
 async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str) -> None:
-    """Closing the stream makes vLLM abort the request: its running gauge drops to 0, its generated-token counter
-    stops, and it logs the abort."""
+    """Closing the stream makes vLLM abort the request: it logs the abort, its running gauge drops to 0, and its
+    generated-token counter stops short of the 1800 tokens asked for."""
     be = OpenAIBackend(server.base_url, api_key_env="DGEMMA_VLLM_KEY")
-    req = CanvasRequest(messages=[ChatMessage("user", "hi")], canvas_length=256, max_new_tokens=1800)
-    gen = be.generate(req)
+    gen = None
     try:
-        # Stop at the first streamed text: on a loaded 2-core machine vLLM coalesces many tokens per chunk, so
-        # waiting for several chunks could let the request finish on its own before the abort is tried.
-        async for ev in gen:
-            if isinstance(ev, Committed):
+        for _attempt in range(3):
+            req = CanvasRequest(messages=[ChatMessage("user", "hi")], canvas_length=256, max_new_tokens=1800)
+            g_before = metric(server, "vllm:generation_tokens_total")  # a counter over all requests of this server
+            gen = be.generate(req)
+            first = ""
+            async for ev in gen:
+                if isinstance(ev, Committed):
+                    first = ev.text
+                    break
+            # The abort can only be shown on a request that still runs. vLLM on CPU makes this tiny model's tokens
+            # by the thousand per second, and when its API process is starved it merges them into one late
+            # chunk: then the whole reply arrives at once and the request is over. Such a try proves nothing
+            # either way; take another.
+            if metric(server, "vllm:num_requests_running") == 1 and len(first) < 400:
                 break
-        running = 0.0
-        for _ in range(30):  # the gauge is refreshed once per engine step
-            running = metric(server, "vllm:num_requests_running")
-            if running == 1:
-                break
-            await asyncio.sleep(0.1)
-        assert running == 1, server.log_tail()
+            await gen.aclose()
+        else:
+            pytest.fail("three requests finished before their first chunk arrived: the machine is too loaded")
         t = time.monotonic()
         await gen.aclose()
         assert time.monotonic() - t < 0.5
@@ -153,10 +158,11 @@ async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str
         g0 = metric(server, "vllm:generation_tokens_total")
         await asyncio.sleep(1.0)
         assert metric(server, "vllm:generation_tokens_total") == g0  # nothing generated after the abort
-        assert g0 < 1800  # the 1800-token request did not run to its end
+        assert g0 - g_before < 1800  # this request did not run to its end
         assert re.search(r"Aborted request", server.log_tail(200_000)), server.log_tail()
     finally:
-        await gen.aclose()  # idempotent; an unclosed stream would leak past the test
+        if gen is not None:
+            await gen.aclose()  # idempotent; an unclosed stream would leak past the test
         await be.aclose()
 
 
