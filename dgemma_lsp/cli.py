@@ -130,6 +130,11 @@ async def _complete(args: argparse.Namespace) -> int:
     except PositionError as exc:
         raise CliError(f"{args.file}: {exc}") from None
     backend = await _started_backend(settings)
+    if not settings.model and settings.backend == "transformers":
+        from .backend.defaults import default_model
+
+        # say which model answered: the embedded default is labelled (experimental, or the untrained fixture)
+        print(f"dgemma-lsp: model: {default_model()[1]}", file=sys.stderr)
     try:
         result = await infill(
             backend,

@@ -58,6 +58,15 @@ def test_complete_and_fix_end_to_end(tiny, tmp_path):
     assert fixed == {"$id": "C:\\Users", "tags": ["a", "b"]}  # values kept exactly
 
 
+def test_complete_names_the_embedded_model_it_used(tmp_path):
+    """Without --model the embedded default answers, and the CLI says which one (it is labelled experimental)."""
+    src = tmp_path / "add.py"
+    src.write_text("def add(a, b):\n    return \n")
+    r = run_cli("complete", str(src), "--line", "1", "--character", "11", "--steps", "4")
+    assert r.returncode == 0, r.stderr
+    assert "dgemma-lsp: model: embedded small model, experimental" in r.stderr.decode()
+
+
 def test_fix_reads_stdin_and_prints_a_diff(capsys, monkeypatch):
     import io
 
