@@ -189,6 +189,8 @@ class BenchClient:
         result = await self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="dgemma.status", arguments=[])
         )
+        from dgemma_lsp.lsp.server import _plain  # pygls' namedtuple stand-ins -> plain JSON
+
         return _plain(result)
 
     def open(self, uri: str, text: str, language: str, version: int = 1) -> None:
@@ -265,13 +267,3 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
     except OSError:
         pass
     return out
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
