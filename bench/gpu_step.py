@@ -212,12 +212,13 @@ def part_transformers(max_s: float = 200.0) -> None:
             timed(lambda ids=ids, enc=enc: enc(input_ids=ids))
             ms = [timed(lambda ids=ids, enc=enc: enc(input_ids=ids)) for _ in range(3)]
             emit({"part": "transformers", "what": "prefill", "ctx": ctx, "ms": round(med(ms), 1)})
-        for impl in ("transformers", "ours"):
-            if impl == "ours":
-                use_kernels(model)
-            else:
-                model.__class__ = base_cls
-            for batch, canvas in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
+        # shapes outer, implementations inner: a time budget that runs out cuts both sides alike
+        for batch, canvas in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
+            for impl in ("transformers", "ours"):
+                if impl == "ours":
+                    use_kernels(model)
+                else:
+                    model.__class__ = base_cls
                 if time.monotonic() - t0 > max_s:
                     emit({"part": "transformers", "skipped": f"{impl} b{batch} c{canvas}: time budget"})
                     continue
@@ -230,6 +231,11 @@ def part_transformers(max_s: float = 200.0) -> None:
                 emit({"part": "transformers", "what": "step", "impl": impl, "ctx": 1024, "batch": batch,
                       "canvas": canvas, "step_ms": round(step, 2), "gen_ms_6steps": round(med(hi), 1)})  # fmt: skip
     model.__class__ = base_cls
+    model = None  # the closures above hold the cell, not the model
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()  # the vLLM engines that follow (child processes) need the memory back
 
 
 # ------------------------------------------------------------------------------------------------ vllm
@@ -451,6 +457,10 @@ def main() -> None:
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:
+        if "torch" in sys.modules:
+            import torch
+
+            torch.cuda.empty_cache()
         part_vllm(args)
     print(f"{len(ROWS)} rows; {math.nan if not ROWS else ROWS[-1]['t']}")
 

@@ -422,12 +422,18 @@ def main(argv: list[str] | None = None) -> None:
     meta = {"preset": a.preset, "params": n_params, "args": vars(a)}
     out = Path(a.out)
     ema: dict[str, float] = {}
+    timing = {"data": 0.0, "prep": 0.0, "gpu": 0.0}  # seconds per part since the last log line
+    timed_steps = 0
     while True:
         elapsed = time.time() - t0
         if elapsed > budget:
             break
         # Gather: everything the workers have ready, at least one chunk at the start.
-        for got in feeder.ready(block=not pool_items):
+        # Back-pressure: ask the workers for more only while the fresh pool runs low. Over-production (10x in
+        # the first H200 runs) cost the trainer its CPU: results are unpickled by the pool's thread in this
+        # process, holding the GIL between kernel launches.
+        t_data = time.perf_counter()
+        for got in feeder.ready(block=not pool_items, top_up=len(fresh) < a.max_batch * 4):
             fresh.extend(got)
             pool_items.extend(got)
             seen += len(got)
@@ -452,8 +458,10 @@ def main(argv: list[str] | None = None) -> None:
         taken = {id(it) for it in items}
         fresh = [it for it in fresh if id(it) not in taken]
         C = canvas_for_batch(items, rng) if group == "repair" else width
+        t_prep = time.perf_counter()
         batch = build_batch(items, C, rng, eos=tok.eos_token_id)
         tb = to_tensors(batch, a.device, config.text_config.sliding_window)
+        t_gpu = time.perf_counter()
         # LR: linear warmup, cosine decay to 5% over the wall-clock budget.
         frac = min(1.0, elapsed / budget)
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
@@ -467,6 +475,12 @@ def main(argv: list[str] | None = None) -> None:
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if amp:
+            torch.cuda.synchronize()
+        t_end = time.perf_counter()
+        for k, v in (("data", t_prep - t_data), ("prep", t_gpu - t_prep), ("gpu", t_end - t_gpu)):
+            timing[k] += v
+        timed_steps += 1
         step += 1
         for k, v in st.items():
             ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
@@ -475,7 +489,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
                 + " ".join(f"{k}={v:.3f}" for k, v in ema.items())
                 + f" gn={float(gn):.2f} seen={seen} reused={reused} s/step={(time.time() - t0) / step:.3f}"
+                + " ms/step "
+                + " ".join(f"{k}={v * 1e3 / timed_steps:.0f}" for k, v in timing.items())
             )
+            timing, timed_steps = dict.fromkeys(timing, 0.0), 0
         if time.time() - last_save > a.save_every:
             meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=ema)
             save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
@@ -502,7 +519,7 @@ class Feeder:
             self.pending.append(self.pool.apply_async(_make_chunk, (self.next_seed,)))
             self.next_seed += 1
 
-    def ready(self, block: bool = False) -> list:
+    def ready(self, block: bool = False, top_up: bool = True) -> list:
         out = []
         if block:
             out.append(self.pending.popleft().get(timeout=900))
@@ -513,7 +530,8 @@ class Feeder:
             else:
                 keep.append(r)
         self.pending = keep
-        self._top_up()
+        if top_up or not self.pending:
+            self._top_up()
         return out
 
     def close(self) -> None:

@@ -13,9 +13,17 @@
 # backend/models/small/model.safetensors out of the tree for the two kit runs (each carries <= 64 MiB with the tree),
 #   run A: carry .kit1  command: bash .kit1/stage.sh
 #   run B: carry .kit2  command: bash .kit2/install.sh && bash tests/gpu/run_device.sh 4   (or 3's tuning, b ...)
+# Three-part kit with the small model's training alongside (session 3; `bash ../shared/device/build-vllm-kit.sh`,
+# parts of 42 MB, so the tree travels whole, model included):
+#   run A: carry .kit1 .train_data/pack.jsonl.gz  command: bash tests/gpu/run_device.sh A
+#          (stage; start training the small model in the background, TRAIN_MIN minutes; GPU kernel/backend tests)
+#   run B: carry .kit2  command: bash tests/gpu/run_device.sh B   (stage)
+#   run C: carry .kit3  command: bash tests/gpu/run_device.sh C
+#          (install vLLM; tiny vLLM tests; collect the trained model; tune the fused-MoE config; suggestions)
+#   run D: carry nothing command: bash tests/gpu/run_device.sh D   (the whole benchmark, every engine, one run)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage 1, 2 or 3}"
+N="${1:?stage: 1 2 3 b 4 / A B C D E / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -74,6 +82,55 @@ b)  # while warm after run 3: native vLLM, ours (tuned MoE config included) and 
 4)  # while still warm after run 3 (vLLM stays in /tmp/site): the tiny end-to-end tests
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  ;;
+A)  # 3-part kit, first run: stage; train the small model in the background (own copy of the code in /tmp/dgt,
+    # so later runs' install_shim cannot pull files from under it); meanwhile the GPU tests that need no vLLM
+  bash .kit1/stage.sh
+  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt && cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
+  ( cd /tmp && PYTHONPATH=/tmp/dgt setsid nohup python3 -m dgemma_lsp.backend.train.train \
+      --init /tmp/dgt/dgemma_lsp/backend/models/small --out /tmp/small3 --minutes "${TRAIN_MIN:-4.5}" \
+      --workers 10 --no-tokenizer --pack /tmp/pack.jsonl.gz --lr 1e-3 --warmup 15 --t-floor 0.3 --fill-weight 0.2 \
+      --max-repair-canvas 256 --mix-single 0.4 --mix-multi 0.1 --mix-repair 0.5 --log /tmp/train.log \
+      > /tmp/train.out 2>&1 < /dev/null & )
+  export PYTHONPATH=/tmp/dg
+  timeout 150 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_transformers_backend.py
+  sleep 20; cat /tmp/train.log
+  ;;
+B)
+  bash .kit2/stage.sh; tail -n 3 /tmp/train.log
+  ;;
+C)  # install vLLM; the tiny checkpoint through the vllm backend (training still running beside it); collect the
+    # trained model; then, alone on the GPU: tune the fused-MoE config and time single-line suggestions with it
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  for _ in $(seq 50); do grep -q "done:" /tmp/train.log 2>/dev/null && break; sleep 3; done
+  pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log
+  cp /tmp/train.log /tmp/small3/ 2>/dev/null; tar cf "$OUT/small3.tar" -C /tmp small3 && ls -la /tmp/small3
+  left=$(( 585 - ($(date +%s) - T0) - 175 ))
+  if [ "$left" -gt 90 ]; then
+    timeout $((left + 20)) python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" \
+      --budget $((left - 40))
+    mkdir -p "$OUT/moe" && cp /tmp/moe-tuned/*.json "$OUT/moe/" 2>/dev/null
+  else echo "no time left to tune ($left s)"; fi
+  install_shim
+  left=$(( 585 - ($(date +%s) - T0) ))
+  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs suggest --job-timeouts suggest=$((left - 5)) \
+    --out "$OUT/gpu_step.jsonl"
+  ;;
+D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transformers reference vs our kernels,
+    # native vLLM vs ours (plugin on; the fused-MoE config tuned by run C)
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 585 python3 bench/gpu_step.py --parts floors,kernels,transformers,vllm --kernel-dtypes bf16 \
+    --transformers-budget 80 --vllm-jobs native,ours --job-timeouts native=240,ours=160 --out "$OUT/gpu_step.jsonl"
+  ;;
+E)  # left-over device time: continue the small model's training from run A's checkpoint (TRAIN_MIN minutes)
+  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt
+  PYTHONPATH=/tmp/dgt timeout $(( ${TRAIN_MIN:-4} * 60 + 90 )) python3 -m dgemma_lsp.backend.train.train \
+    --init /tmp/small3 --out /tmp/small4 --minutes "${TRAIN_MIN:-4}" --workers 13 --no-tokenizer \
+    --pack /tmp/pack.jsonl.gz --lr 6e-4 --warmup 10 --t-floor 0.3 --fill-weight 0.2 --max-repair-canvas 256 \
+    --mix-single 0.4 --mix-multi 0.1 --mix-repair 0.5 --log /tmp/train4.log
+  cp /tmp/train4.log /tmp/small4/ 2>/dev/null; tar cf "$OUT/small4.tar" -C /tmp small4
   ;;
 g)  # no kit: kernel parity, and the transformers backend on CUDA with the kernels switched in
   install_shim; export PYTHONPATH=/tmp/dg
