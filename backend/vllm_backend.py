@@ -174,6 +174,9 @@ def map_request(
         if req.pinned:
             extra["diffusion_pinned"] = sorted({int(p) for p in req.pinned if p < width})
     if features.plugin:
+        # vLLM refuses SamplingParams.seed for diffusion models (0.26: "not yet supported"): the plugin takes it
+        if req.rng_seed is not None:
+            extra["dgemma_seed"] = int(req.rng_seed)
         if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
             extra["dgemma_entropy_bound"] = float(req.entropy_bound)
         if (req.t_min, req.t_max) != tuple(engine_t):
@@ -182,6 +185,8 @@ def map_request(
         if req.want_drafts and features.drafts:
             extra["dgemma_draft_tap"] = True
     else:
+        if req.rng_seed is not None:
+            unsupported.append("rng_seed")
         if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
             unsupported.append("entropy_bound")
         if (req.t_min, req.t_max) != tuple(engine_t):
@@ -190,7 +195,6 @@ def map_request(
         max_tokens=req.total_new_tokens,
         detokenize=False,  # decoded here, once per committed canvas
         skip_special_tokens=False,
-        seed=req.rng_seed,
         extra_args=extra or None,
     )
     return MappedRequest(prompt_ids=list(prompt_ids), sampling=sampling, canvas_width=width, unsupported=unsupported)

@@ -12,8 +12,8 @@ comma list of the pieces to keep, default all):
   argmax canvas: no temperature/sample/entropy/self-conditioning work over its 256 x 262144 logits.
 * ``extra_args`` — vLLM 0.32's per-request options under the same names: ``diffusion_canvas_length``,
   ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
-  ``dgemma_t_min``/``dgemma_t_max`` and ``SamplingParams.seed`` (per-row Philox streams, so a seeded request
-  samples the same whatever else is in the batch). Off automatically on vLLM >= 0.32, which has them natively.
+  ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row Philox streams, so a seeded request samples the
+  same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models). Off automatically on vLLM >= 0.32, which has them natively.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
@@ -215,7 +215,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                     self.pin_tok[req_idx] = tok.to(self.pin_tok.device)
                     self.pin_mask[req_idx] = mask.to(self.pin_mask.device)
                     self.pin_active[req_idx] = True
-            self.seeds[req_idx] = getattr(sampling_params, "seed", None)
+            seed_no = extra.get("dgemma_seed", getattr(sampling_params, "seed", None))
+            self.seeds[req_idx] = None if seed_no is None else int(seed_no)
             self._host_phase()[req_idx] = True  # vLLM's add_request put the slot in the prefill/commit phase
             if tap:
                 self.tap.add(req_idx)

@@ -34,8 +34,19 @@ async def test_cli_and_server_agree(lsp, tiny_checkpoint: Path, tmp_path: Path, 
     cfg.write_text(json.dumps({snake(k): v for k, v in settings.items()}))
     exe = Path(sys.executable).with_name("dgemma-lsp")
     r = subprocess.run(
-        [str(exe), "complete", str(src), "--line", str(line), "--character", str(char), "--config", str(cfg),
-         "--model", str(tiny_checkpoint)],  # fmt: skip
+        [
+            str(exe),
+            "complete",
+            str(src),
+            "--line",
+            str(line),
+            "--character",
+            str(char),
+            "--config",
+            str(cfg),
+            "--model",
+            str(tiny_checkpoint),
+        ],  # fmt: skip
         capture_output=True,
         timeout=300,
         env=dict(os.environ, HF_HUB_OFFLINE="1"),

@@ -302,4 +302,3 @@ async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None
         await be.aclose()
         if srv.proc is None or srv.proc.poll() is not None:
             srv.start()
-

@@ -104,7 +104,9 @@ def test_request_mapping_on_old_vllm_with_plugin() -> None:
     assert again.sampling["extra_args"]["diffusion_seed_canvas"] == seed  # noise padding follows rng_seed
     assert extra["diffusion_pinned"] == [0, 2, 31]
     assert extra["dgemma_entropy_bound"] == 0.2 and extra["dgemma_draft_tap"] is True
-    assert m.sampling["seed"] == 7 and not m.unsupported
+    # vLLM refuses SamplingParams.seed (and temperature, min_p, ...) for diffusion models: the seed goes to the plugin
+    assert extra["dgemma_seed"] == 7 and "seed" not in m.sampling and "temperature" not in m.sampling
+    assert not m.unsupported
 
 
 def test_request_mapping_on_new_vllm_uses_the_same_names() -> None:
@@ -121,6 +123,9 @@ def test_request_mapping_without_per_request_support() -> None:
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
     assert m.sampling["extra_args"] is None
     assert set(m.unsupported) == {"canvas_length", "max_denoising_steps", "entropy_bound"}
+    seeded = CanvasRequest(prompt_ids=[1], rng_seed=5)
+    m = map_request(seeded, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+    assert "rng_seed" in m.unsupported and "seed" not in m.sampling  # reported, never sent (vLLM would refuse)
     pinned = CanvasRequest(prompt_ids=[1], seed_canvas=[3], pinned=[0])
     with pytest.raises(BackendError, match="vLLM >= 0.32 or the dgemma vLLM plugin"):
         map_request(pinned, prompt_ids=[1], seed_ids=[3], engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)

@@ -161,8 +161,10 @@ def batch(slots: list[int], *, decode: bool, req_ids: list[str] | None = None) -
 
 def add(sampler, states, slot: int, **extra) -> None:
     seed = extra.pop("seed", None)
+    if seed is not None:
+        extra["dgemma_seed"] = seed  # as the backend sends it (vLLM refuses SamplingParams.seed for diffusion)
     states.add_request(slot)
-    sampler.add_request(slot, 10, SimpleNamespace(extra_args=extra or None, seed=seed))
+    sampler.add_request(slot, 10, SimpleNamespace(extra_args=extra or None, seed=None))
 
 
 def test_seed_canvas_pins_step_cap_and_commit(plugin) -> None:
