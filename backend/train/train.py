@@ -247,6 +247,7 @@ def loss_on_batch(
     t_range: tuple[float, float] = (0.4, 0.8),
     t_floor: float = 0.0,
     fill_weight: float = 1.0,
+    ar_frac: float = 1.0,
 ) -> tuple[Any, dict[str, float]]:
     """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning)."""
     import torch
@@ -266,6 +267,10 @@ def loss_on_batch(
     if ar_weight > 0:
         h = enc.last_hidden_state[:, :-1]
         keep = tb["valid"][:, :-1] & tb["valid"][:, 1:]
+        if ar_frac < 1.0:
+            # a random share of the prompt positions: the vocab projection over every prompt token is the
+            # step's largest tensor, and the next-token loss is a side objective
+            keep &= torch.rand(keep.shape, generator=gen, device=dev) < ar_frac
         logits = softcap_logits(model, h[keep])
         ar = torch.nn.functional.cross_entropy(logits, ids[:, 1:][keep])
         loss = loss + ar_weight * ar
@@ -353,6 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--sc-prob", type=float, default=0.5)
     ap.add_argument("--ar-weight", type=float, default=0.25)
+    ap.add_argument("--ar-frac", type=float, default=1.0, help="share of prompt positions in the next-token loss")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--python-files", type=int, default=4000)
     ap.add_argument("--save-every", type=float, default=90.0)
@@ -364,6 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fill-weight", type=float, default=1.0, help="loss weight of the <eos> fill after the reply")
     ap.add_argument("--max-repair-canvas", type=int, default=384)
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
+    ap.add_argument("--gpu-mem-frac", type=float, default=0.0, help="cap on this process's share of GPU memory")
     a = ap.parse_args(argv)
 
     # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
@@ -375,6 +382,8 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
+    if a.gpu_mem_frac and a.device.startswith("cuda"):
+        torch.cuda.set_per_process_memory_fraction(a.gpu_mem_frac)  # leaves room for a vLLM engine beside it
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     config = make_config(len(tok), a.preset)
     if a.init:
@@ -467,12 +476,30 @@ def main(argv: list[str] | None = None) -> None:
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
-            loss, st = loss_on_batch(
-                model, tb, gen, sc_prob=a.sc_prob, ar_weight=a.ar_weight, t_floor=a.t_floor, fill_weight=a.fill_weight
+        try:
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+                loss, st = loss_on_batch(
+                    model,
+                    tb,
+                    gen,
+                    sc_prob=a.sc_prob,
+                    ar_weight=a.ar_weight,
+                    t_floor=a.t_floor,
+                    fill_weight=a.fill_weight,
+                    ar_frac=a.ar_frac,
+                )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        except torch.OutOfMemoryError:
+            # a batch too large for the GPU: smaller batches from now on, and the run goes on
+            opt.zero_grad(set_to_none=True)
+            loss = None
+            torch.cuda.empty_cache()
+            a.tokens_per_batch = int(a.tokens_per_batch * 0.7)
+            say(
+                f"out of memory at B={len(items)} L={tb['input_ids'].shape[1]} C={C}: tokens/batch now {a.tokens_per_batch}"
             )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+            continue
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if amp:

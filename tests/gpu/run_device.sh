@@ -124,6 +124,26 @@ D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transf
   timeout 585 python3 bench/gpu_step.py --parts floors,kernels,transformers,vllm --kernel-dtypes bf16 \
     --transformers-budget 80 --vllm-jobs native,ours --job-timeouts native=240,ours=160 --out "$OUT/gpu_step.jsonl"
   ;;
+A2) # session 3, second machine: as A, with the checkpoint of run A/C (copied into backend/models/small in the
+    # tree for the call) as the start, bigger batches, a memory cap that leaves vLLM room; no GPU tests
+  bash .kit1/stage.sh
+  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt && cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
+  ( cd /tmp && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=/tmp/dgt setsid nohup python3 -m \
+      dgemma_lsp.backend.train.train --init /tmp/dgt/dgemma_lsp/backend/models/small --out /tmp/small4 \
+      --minutes "${TRAIN_MIN:-9}" --workers 10 --no-tokenizer --pack /tmp/pack.jsonl.gz --lr 8e-4 --warmup 15 \
+      --t-floor 0.3 --fill-weight 0.2 --max-repair-canvas 256 --mix-single 0.3 --mix-multi 0.1 --mix-repair 0.6 \
+      --tokens-per-batch 128000 --max-batch 768 --ar-frac 0.25 --gpu-mem-frac 0.6 --log /tmp/train.log \
+      > /tmp/train.out 2>&1 < /dev/null & )
+  sleep 45; cat /tmp/train.log; tail -n 5 /tmp/train.out
+  ;;
+C2) # second machine: install vLLM; tiny vLLM tests beside the training; then wait for the training and ship it
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  while ! grep -q "done:" /tmp/train.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 570 ]; do sleep 3; done
+  pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log; tail -n 5 /tmp/train.out
+  cp /tmp/train.log /tmp/small4/ 2>/dev/null; tar cf "$OUT/small4.tar" -C /tmp small4 && ls -la /tmp/small4
+  ;;
 E)  # left-over device time: continue the small model's training from run A's checkpoint (TRAIN_MIN minutes)
   install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt
   PYTHONPATH=/tmp/dgt timeout $(( ${TRAIN_MIN:-4} * 60 + 90 )) python3 -m dgemma_lsp.backend.train.train \
