@@ -469,6 +469,14 @@ class VLLMBackend:
         canvas_index = 0
         step = 0
         finished = False
+        ahead: list[tuple[int, list[int]]] = []  # drafts of the next canvas that came before this one's commit
+
+        def draft(step_no: int, ids: list[int]) -> Draft:
+            if stats.first_draft_s is None:
+                stats.first_draft_s = time.monotonic() - t0
+            text, _ = self._decode(ids[: mapped.canvas_width])
+            return Draft(canvas_index=canvas_index, step=step_no, text=text, token_ids=ids[: mapped.canvas_width])
+
         try:
             while True:
                 if request.cancel is not None and request.cancel.cancelled:
@@ -489,13 +497,13 @@ class VLLMBackend:
                     continue
                 if kind == "draft":
                     step_no, ids = payload
+                    if ahead or step_no <= step:
+                        # the step count went back: a step of the next canvas, which vLLM's asynchronous scheduling
+                        # runs before this canvas's commit reaches us; it waits for that commit (or is dropped)
+                        ahead.append(payload)
+                        continue
                     step = step_no
-                    if stats.first_draft_s is None:
-                        stats.first_draft_s = time.monotonic() - t0
-                    text, _ = self._decode(ids[: mapped.canvas_width])
-                    yield Draft(
-                        canvas_index=canvas_index, step=step_no, text=text, token_ids=ids[: mapped.canvas_width]
-                    )
+                    yield draft(step_no, ids)
                     continue
                 if kind == "error":
                     raise BackendError(f"vLLM request failed: {type(payload).__name__}: {payload}") from payload
@@ -517,6 +525,11 @@ class VLLMBackend:
                     step = 0
                     if eos or (request.stop_at_newline and "\n" in text):
                         break
+                    early, ahead = ahead, []
+                    if len(all_ids) < request.total_new_tokens and not out.finished:
+                        for step_no, ids in early:
+                            step = step_no
+                            yield draft(step_no, ids)
                 if out.finished:
                     finished = True
                     break

@@ -42,8 +42,12 @@ class _FakeTap:
 class FakeDiffusionEngine:
     """Fake AsyncLLM: ``canvases`` lists the token ids of each canvas it will commit."""
 
-    def __init__(self, tap: _FakeTap, canvases: list[list[int]], steps: int = 4, fail: bool = False) -> None:
-        self.tap, self.canvases, self.steps, self.fail = tap, canvases, steps, fail
+    def __init__(
+        self, tap: _FakeTap, canvases: list[list[int]], steps: int = 4, fail: bool = False, run_ahead: int = 0
+    ) -> None:
+        # run_ahead: steps of the next canvas whose drafts reach the tap before this canvas's commit does (vLLM's
+        # asynchronous scheduling runs a step ahead; for the last canvas they belong to no canvas at all)
+        self.tap, self.canvases, self.steps, self.fail, self.run_ahead = tap, canvases, steps, fail, run_ahead
         self.aborted: list[str] = []
         self.params: list = []
         self.running: set[str] = set()
@@ -55,13 +59,19 @@ class FakeDiffusionEngine:
             if self.fail:
                 raise RuntimeError("CUDA error: out of memory")
             for i, canvas in enumerate(self.canvases):
-                for step in range(1, self.steps + 1):
+                first = 1 + (self.run_ahead if i else 0)
+                for step in range(first, self.steps + 1):
                     await asyncio.sleep(STEP_S)
                     if rid in self.aborted:
                         return
                     q = self.tap.queues.get(rid)
                     if q is not None:
                         q.put_nowait(("draft", (step, canvas)))
+                nxt = self.canvases[i + 1] if i + 1 < len(self.canvases) else [7] * 8
+                for step in range(1, self.run_ahead + 1):
+                    q = self.tap.queues.get(rid)
+                    if q is not None:
+                        q.put_nowait(("draft", (step, nxt)))
                 await asyncio.sleep(STEP_S)
                 last = i == len(self.canvases) - 1
                 yield SimpleNamespace(outputs=[SimpleNamespace(token_ids=list(canvas))], finished=last)
@@ -130,6 +140,21 @@ async def test_streams_drafts_then_committed_canvases_then_done(tok) -> None:
     params = backend._engine.params[0]
     assert params["detokenize"] is False and params["extra_args"]["dgemma_draft_tap"] is True
     assert not backend._engine.aborted  # it finished by itself
+
+
+async def test_drafts_of_a_step_run_ahead_go_to_the_next_canvas_or_nowhere(tok) -> None:
+    # Seen on the H200: vLLM 0.26 schedules a step of the next canvas before the commit reaches the output, so
+    # a step-1 draft arrived after step 6 of a one-canvas request (and, without pins, broke the pinned tokens).
+    a, b = ids(tok, "def add(a, b):"), ids(tok, " return a + b")
+    backend = FakeEngineVLLMBackend([a, b], tok, run_ahead=2)
+    req = CanvasRequest(prompt_ids=[2, 5], canvas_length=32, max_new_tokens=64, max_denoising_steps=4)
+    evs = [ev async for ev in backend.generate(req)]
+    assert [e.kind for e in evs] == ["draft"] * 4 + ["committed"] + ["draft"] * 4 + ["committed", "done"]
+    for c in (0, 1):
+        drafts = [d for d in evs if isinstance(d, Draft) and d.canvas_index == c]
+        assert [d.step for d in drafts] == [1, 2, 3, 4]
+        assert all(d.token_ids == (a, b)[c] for d in drafts)  # never the other canvas's tokens
+    assert [c.steps for c in evs if isinstance(c, Committed)] == [4, 4]
 
 
 async def test_eos_cuts_the_text_and_ends_the_stream(tok) -> None:
