@@ -67,7 +67,7 @@ case "$N" in
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 330 python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" --budget 270
-  mkdir -p "$OUT/moe" && cp /tmp/moe-tuned/*.json "$OUT/moe/" 2>/dev/null
+  cp /tmp/moe-tuned/*.json "$OUT/moe_E128_N704_H200.json" 2>/dev/null  # "=" and "," do not come back
   left=$(( 570 - ($(date +%s) - T0) ))
   if [ "$left" -gt 60 ]; then
     timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs native --job-timeouts native=$((left - 10)) \
@@ -111,7 +111,7 @@ C)  # install vLLM; the tiny checkpoint through the vllm backend (training still
   if [ "$left" -gt 90 ]; then
     timeout $((left + 20)) python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" \
       --budget $((left - 40))
-    mkdir -p "$OUT/moe" && cp /tmp/moe-tuned/*.json "$OUT/moe/" 2>/dev/null
+    cp /tmp/moe-tuned/*.json "$OUT/moe_E128_N704_H200.json" 2>/dev/null  # "=" and "," do not come back
   else echo "no time left to tune ($left s)"; fi
   install_shim
   left=$(( 585 - ($(date +%s) - T0) ))
