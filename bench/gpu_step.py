@@ -19,6 +19,8 @@ decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
 
     python3 bench/gpu_step.py --parts floors,kernels,transformers --out $OUT/gpu_step.jsonl
     python3 bench/gpu_step.py --parts vllm --out $OUT/gpu_step.jsonl
+
+Markdown tables of the rows (``bench/gpu_tables.py``) are written to ``<out>.md`` at the end of a run.
 """
 
 from __future__ import annotations
@@ -463,6 +465,13 @@ def main() -> None:
             torch.cuda.empty_cache()
         part_vllm(args)
     print(f"{len(ROWS)} rows; {math.nan if not ROWS else ROWS[-1]['t']}")
+    if OUT is not None and OUT.exists():
+        sys.path.insert(0, str(HERE))
+        from gpu_tables import load_rows, render
+
+        md = OUT.with_suffix(".md")
+        md.write_text(render(load_rows([OUT])))  # the run's tables (every row in --out, earlier parts included)
+        print(f"tables: {md}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""The GPU benchmark's tables, rendered from the rows of the H200 run that bench/RESULTS.md quotes (no GPU needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_D = ROOT / "tests" / "gpu" / "last_run" / "s3_runD_gpu_step.jsonl"
+RUN_C = ROOT / "tests" / "gpu" / "last_run" / "s3_runC_gpu_step.jsonl"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gpu_tables import load_rows, render  # noqa: E402
+
+
+def test_side_by_side_engines_with_floor_ratios_and_derived_speeds() -> None:
+    md = render(load_rows([RUN_D]))
+    # native vs ours at 1k, batch 1: steps, measured/floor against the 256-token floor (11.92 ms), commits
+    assert "| 1024 | 1 | native | 15.85 | 1.33 | 63.06 (60.53) |" in md
+    assert "| 1024 | 1 | ours | 16.33 | 1.37 | 9.43 (6.94) |" in md
+    assert "| 1024 | 4 | ours | 44.20 | 3.71 |" in md  # batch 4 against the 1024-token floor
+    # tokens/s for a 256-token canvas at 16 steps (measured) and 48 steps (derived)
+    assert "| ours | 837 | 324 | 137.6 | 268.2 |" in md
+    assert "| 1 x 256 | 72.65 | 71.34 | 6.10 |" in md  # transformers reference vs our kernels
+    assert "### The sampling part alone" in md and "### Ceilings and floors" in md
+
+
+def test_suggestions_and_moe_tuning_from_another_run_file() -> None:
+    md = render(load_rows([RUN_C]))
+    assert "| 64 | 32 | 8 | 1024 | 10 | 144.3 | 154.9 |" in md
+    assert "| 256 | 403.9 | search | 404.2 | 427.3 |" in md
+    assert "### vLLM engines" not in md  # no engine rows in that file: no empty table
+
+
+def test_command_line() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_tables.py"), str(RUN_D)], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("### Ceilings and floors")
