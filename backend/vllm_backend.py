@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import random
 import tempfile
@@ -68,6 +67,11 @@ class VLLMFeatures:
     def drafts(self) -> bool:
         return self.plugin and "draft_tap" in self.plugin_features
 
+    @property
+    def own_options(self) -> bool:
+        """Our sampler reads the ``dgemma_*`` options (seed, entropy bound, temperatures)."""
+        return self.plugin and "extra_args" in self.plugin_features
+
 
 def _version_tuple(v: str) -> tuple[int, ...]:
     out = []
@@ -83,7 +87,7 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
     ``version`` overrides the installed vLLM's (for tests); native per-request diffusion options are recognised
     by the presence of ``vllm.utils.diffusion.validate_diffusion_sampling_params`` (0.32+).
     """
-    from .vllm_plugin import enabled_features
+    from .vllm_plugin import active_features, vllm_has_native_options
 
     native = False
     if version is None:
@@ -91,18 +95,14 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
             import vllm
 
             version = str(getattr(vllm, "__version__", "0"))
-            spec = importlib.util.find_spec("vllm.utils.diffusion")
-            if spec is not None:
-                mod = importlib.import_module("vllm.utils.diffusion")
-                native = hasattr(mod, "validate_diffusion_sampling_params")
+            native = vllm_has_native_options()
         except ImportError:
             version = ""
     else:
         native = _version_tuple(version) >= (0, 32)
-    feats = enabled_features() if plugin_enabled else frozenset()
-    if native:
-        # native vLLM already does per-request options: our copy of them stays off
-        feats = feats - {"extra_args"}
+    # the same rule the engine processes apply in register(): on native vLLM our sampler (and what lives in it:
+    # commit skip, our copy of the options, the draft tap) stays off, vLLM's own serves
+    feats = active_features(native) if plugin_enabled else frozenset()
     return VLLMFeatures(
         version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats
     )
@@ -173,7 +173,7 @@ def map_request(
         extra["diffusion_seed_canvas"] = seed
         if req.pinned:
             extra["diffusion_pinned"] = sorted({int(p) for p in req.pinned if p < width})
-    if features.plugin:
+    if features.own_options:
         # vLLM refuses SamplingParams.seed for diffusion models (0.26: "not yet supported"): the plugin takes it
         if req.rng_seed is not None:
             extra["dgemma_seed"] = int(req.rng_seed)

@@ -13,7 +13,10 @@ comma list of the pieces to keep, default all):
 * ``extra_args`` — vLLM 0.32's per-request options under the same names: ``diffusion_canvas_length``,
   ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
   ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row Philox streams, so a seeded request samples the
-  same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models). Off automatically on vLLM >= 0.32, which has them natively.
+  same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
+
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces stay off by themselves:
+vLLM's own sampler serves, and only ``moe_config`` remains (drafts then come from the transformers backend only).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
@@ -54,15 +57,41 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
     return frozenset(feats)
 
 
+# Pieces that live in our sampler subclass, written against vLLM 0.26-0.31's DiffusionSampler internals.
+SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap"})
+
+
+def vllm_has_native_options() -> bool:
+    """vLLM >= 0.32 (``vllm.utils.diffusion.validate_diffusion_sampling_params``): per-request options natively and a
+    reworked sampler (read-only and constrained canvases) that our 0.26-era subclass must not replace."""
+    import importlib
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("vllm.utils.diffusion") is None:
+            return False
+        return hasattr(importlib.import_module("vllm.utils.diffusion"), "validate_diffusion_sampling_params")
+    except ImportError:
+        return False
+
+
+def active_features(native: bool, environ: dict[str, str] | None = None) -> frozenset[str]:
+    """What actually runs: the enabled pieces, less the sampler ones on a vLLM with native options."""
+    feats = enabled_features(environ)
+    return feats - SAMPLER_FEATURES if native else feats
+
+
 def register() -> None:
     """vLLM general-plugin entry point (called once per engine process)."""
     global _registered
-    feats = enabled_features()
-    if not feats or _registered:
+    if _registered:
         return
     try:
         from vllm import ModelRegistry
     except ImportError:
+        return
+    feats = active_features(vllm_has_native_options())
+    if not feats:
         return
     if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
         os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)

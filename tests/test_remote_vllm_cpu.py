@@ -9,8 +9,10 @@ cancellation observed in vLLM's own Prometheus metrics (running gauge, generated
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -176,3 +178,45 @@ async def test_prompt_ids_through_completions(server: ServerProcess, key: str) -
         assert done.text and done.stats.prompt_tokens == len(ids) and done.stats.tokens == 8
     finally:
         await be.aclose()
+
+
+PLUGIN_ON_NATIVE_VLLM = r"""
+import json, os
+from dgemma_lsp.backend import vllm_plugin
+from dgemma_lsp.backend.vllm_backend import detect_features
+import vllm
+from vllm import ModelRegistry
+os.environ.pop("VLLM_TUNED_CONFIG_FOLDER", None)
+vllm_plugin.register()
+arch = "DiffusionGemmaForBlockDiffusion"
+target = ModelRegistry.models[arch]
+f = detect_features()
+print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_native_options(),
+                  "target": str(getattr(target, "class_name", target)), "module": str(getattr(target, "module_name", "")),
+                  "moe_folder": os.environ.get("VLLM_TUNED_CONFIG_FOLDER", ""),
+                  "features": sorted(f.plugin_features), "drafts": f.drafts, "per_request": f.per_request}))
+"""
+
+
+def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Path) -> None:
+    """vLLM >= 0.32 reworked its DiffusionGemma sampler: our 0.26-era subclass must not replace it (in the real
+    vLLM registry), the backend must not promise drafts or send our options, and our MoE config still applies."""
+    root = Path(__file__).resolve().parents[1]
+    shim = tmp_path / "dgemma_lsp"  # the installed layout (pyproject package-dir), as links to the checkout
+    shim.mkdir()
+    for f in (root / "dgemma_lsp").glob("*.py"):
+        (shim / f.name).symlink_to(f)
+    (shim / "__init__.py").touch(exist_ok=True)
+    (shim / "backend").symlink_to(root / "backend")
+    (shim / "lsp").symlink_to(root / "lsp")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "DGEMMA_VLLM_PLUGIN": "1"}
+    env.pop("DGEMMA_VLLM_PLUGIN_FEATURES", None)
+    out = subprocess.run(
+        [VLLM_PYTHON, "-c", PLUGIN_ON_NATIVE_VLLM], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["native"] is True, got
+    assert "dgemma_lsp" not in got["module"] and "DGemmaLsp" not in got["target"], got  # vLLM's own class serves
+    assert got["features"] == ["moe_config"] and not got["drafts"] and got["per_request"], got
+    assert got["moe_folder"].endswith("moe_configs"), got

@@ -55,7 +55,12 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
     new = detect_features("0.32.1")
     assert new.native_extra_args and new.per_request
-    assert "extra_args" not in new.plugin_features  # native vLLM does it: our copy stays off
+    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off, the MoE config stays
+    assert new.plugin_features == {"moe_config"} and not new.drafts and not new.own_options
+    req = CanvasRequest(prompt_ids=[1], canvas_length=32, rng_seed=3, entropy_bound=0.2, want_drafts=True)
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=new)
+    assert not any(k.startswith("dgemma_") for k in m.sampling["extra_args"])  # nothing a native engine ignores
+    assert {"rng_seed", "entropy_bound"} <= set(m.unsupported)  # reported instead
     off = detect_features("0.26.0", plugin_enabled=False)
     assert not off.per_request and not off.drafts
 
