@@ -21,9 +21,10 @@
 #   run C: carry .kit3  command: bash tests/gpu/run_device.sh C
 #          (install vLLM; tiny vLLM tests; collect the trained model; tune the fused-MoE config; suggestions)
 #   run D: carry nothing command: bash tests/gpu/run_device.sh D   (the whole benchmark, every engine, one run)
+#   on a fresh machine, longer training beside the tiny vLLM tests: A2 (carry .kit1 and the pack), B, C2 (carry .kit3)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D E / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -44,6 +45,24 @@ install_shim() {
   if ls /tmp/moe-tuned/*.json >/dev/null 2>&1; then cp /tmp/moe-tuned/*.json /tmp/dg/dgemma_lsp/backend/moe_configs/; fi
 }
 PYT=(python3 -m pytest -q -rA --noconftest -p no:cacheprovider -o addopts= -s)
+# The small model's training in the background (runs A, A2): its own copy of the code in /tmp/dgt, so a later run's
+# install_shim cannot pull files from under it; its own process session, so it outlives this call.
+#   start_training OUT_DIR MINUTES [train.py options...]
+start_training() {
+  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt && cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
+  echo "$1" > /tmp/train.dir
+  ( cd /tmp && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=/tmp/dgt setsid nohup python3 -m \
+      dgemma_lsp.backend.train.train --init /tmp/dgt/dgemma_lsp/backend/models/small --out "$1" --minutes "$2" \
+      --workers 10 --no-tokenizer --pack /tmp/pack.jsonl.gz --log /tmp/train.log "${@:3}" \
+      > /tmp/train.out 2>&1 < /dev/null & )
+}
+# Wait for it (until UNTIL seconds into this run), then ship its checkpoint as $OUT/<dir>.tar (runs C, C2).
+collect_training() {
+  while ! grep -q "done:" /tmp/train.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt "$1" ]; do sleep 3; done
+  pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log; tail -n 5 /tmp/train.out
+  d=$(cat /tmp/train.dir); cp /tmp/train.log "$d/" 2>/dev/null
+  tar cf "$OUT/$(basename "$d").tar" -C "$(dirname "$d")" "$(basename "$d")" && ls -la "$d"
+}
 echo "== run $N on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader) $(date -u +%FT%TZ)"
 case "$N" in
 1)
@@ -83,74 +102,51 @@ b)  # while warm after run 3: native vLLM, ours (tuned MoE config included) and 
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
-A)  # 3-part kit, first run: stage; train the small model in the background (own copy of the code in /tmp/dgt,
-    # so later runs' install_shim cannot pull files from under it); meanwhile the GPU tests that need no vLLM
+A)  # 3-part kit, first run: stage; train the small model in the background (v3); meanwhile the GPU tests that
+    # need no vLLM
   bash .kit1/stage.sh
-  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt && cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
-  ( cd /tmp && PYTHONPATH=/tmp/dgt setsid nohup python3 -m dgemma_lsp.backend.train.train \
-      --init /tmp/dgt/dgemma_lsp/backend/models/small --out /tmp/small3 --minutes "${TRAIN_MIN:-4.5}" \
-      --workers 10 --no-tokenizer --pack /tmp/pack.jsonl.gz --lr 1e-3 --warmup 15 --t-floor 0.3 --fill-weight 0.2 \
-      --max-repair-canvas 256 --mix-single 0.4 --mix-multi 0.1 --mix-repair 0.5 --log /tmp/train.log \
-      > /tmp/train.out 2>&1 < /dev/null & )
+  start_training /tmp/small3 "${TRAIN_MIN:-4.5}" --lr 1e-3 --warmup 15 --t-floor 0.3 --fill-weight 0.2 \
+    --max-repair-canvas 256 --mix-single 0.4 --mix-multi 0.1 --mix-repair 0.5
   export PYTHONPATH=/tmp/dg
   timeout 150 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_transformers_backend.py
   sleep 20; cat /tmp/train.log
   ;;
+A2) # second machine: as A, from the checkpoint copied into backend/models/small in the tree for the call (v4):
+    # bigger batches and a memory cap that leaves a vLLM engine room; no GPU tests
+  bash .kit1/stage.sh
+  start_training /tmp/small4 "${TRAIN_MIN:-9}" --lr 8e-4 --warmup 15 --t-floor 0.3 --fill-weight 0.2 \
+    --max-repair-canvas 256 --mix-single 0.3 --mix-multi 0.1 --mix-repair 0.6 --tokens-per-batch 128000 \
+    --max-batch 768 --ar-frac 0.25 --gpu-mem-frac 0.6
+  sleep 45; cat /tmp/train.log; tail -n 5 /tmp/train.out
+  ;;
 B)
   bash .kit2/stage.sh; tail -n 3 /tmp/train.log
   ;;
-C)  # install vLLM; the tiny checkpoint through the vllm backend (training still running beside it); collect the
-    # trained model; then, alone on the GPU: tune the fused-MoE config and time single-line suggestions with it
+C|C2)  # install vLLM; the tiny checkpoint through the vllm backend (the training still running beside it);
+      # collect the trained model; C only, then alone on the GPU: tune the fused-MoE config and time single-line
+      # suggestions with it (C2 waits for a longer training instead)
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
-  for _ in $(seq 50); do grep -q "done:" /tmp/train.log 2>/dev/null && break; sleep 3; done
-  pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log
-  cp /tmp/train.log /tmp/small3/ 2>/dev/null; tar cf "$OUT/small3.tar" -C /tmp small3 && ls -la /tmp/small3
-  left=$(( 585 - ($(date +%s) - T0) - 175 ))
-  if [ "$left" -gt 90 ]; then
-    timeout $((left + 20)) python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" \
-      --budget $((left - 40))
-    cp /tmp/moe-tuned/*.json "$OUT/moe_E128_N704_H200.json" 2>/dev/null  # "=" and "," do not come back
-  else echo "no time left to tune ($left s)"; fi
-  install_shim
-  left=$(( 585 - ($(date +%s) - T0) ))
-  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs suggest --job-timeouts suggest=$((left - 5)) \
-    --out "$OUT/gpu_step.jsonl"
+  if [ "$N" = C2 ]; then collect_training 570; else collect_training $(( $(date +%s) - T0 + 150 )); fi
+  if [ "$N" = C ]; then
+    left=$(( 585 - ($(date +%s) - T0) - 175 ))
+    if [ "$left" -gt 90 ]; then
+      timeout $((left + 20)) python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows "$OUT/gpu_step.jsonl" \
+        --budget $((left - 40))
+      cp /tmp/moe-tuned/*.json "$OUT/moe_E128_N704_H200.json" 2>/dev/null  # "=" and "," do not come back
+    else echo "no time left to tune ($left s)"; fi
+    install_shim
+    left=$(( 585 - ($(date +%s) - T0) ))
+    timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs suggest --job-timeouts suggest=$((left - 5)) \
+      --out "$OUT/gpu_step.jsonl"
+  fi
   ;;
 D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transformers reference vs our kernels,
     # native vLLM vs ours (plugin on; the fused-MoE config tuned by run C)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 585 python3 bench/gpu_step.py --parts floors,kernels,transformers,vllm --kernel-dtypes bf16 \
     --transformers-budget 80 --vllm-jobs native,ours --job-timeouts native=240,ours=160 --out "$OUT/gpu_step.jsonl"
-  ;;
-A2) # session 3, second machine: as A, with the checkpoint of run A/C (copied into backend/models/small in the
-    # tree for the call) as the start, bigger batches, a memory cap that leaves vLLM room; no GPU tests
-  bash .kit1/stage.sh
-  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt && cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
-  ( cd /tmp && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=/tmp/dgt setsid nohup python3 -m \
-      dgemma_lsp.backend.train.train --init /tmp/dgt/dgemma_lsp/backend/models/small --out /tmp/small4 \
-      --minutes "${TRAIN_MIN:-9}" --workers 10 --no-tokenizer --pack /tmp/pack.jsonl.gz --lr 8e-4 --warmup 15 \
-      --t-floor 0.3 --fill-weight 0.2 --max-repair-canvas 256 --mix-single 0.3 --mix-multi 0.1 --mix-repair 0.6 \
-      --tokens-per-batch 128000 --max-batch 768 --ar-frac 0.25 --gpu-mem-frac 0.6 --log /tmp/train.log \
-      > /tmp/train.out 2>&1 < /dev/null & )
-  sleep 45; cat /tmp/train.log; tail -n 5 /tmp/train.out
-  ;;
-C2) # second machine: install vLLM; tiny vLLM tests beside the training; then wait for the training and ship it
-  bash .kit3/install.sh || exit 3
-  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
-  while ! grep -q "done:" /tmp/train.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 570 ]; do sleep 3; done
-  pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log; tail -n 5 /tmp/train.out
-  cp /tmp/train.log /tmp/small4/ 2>/dev/null; tar cf "$OUT/small4.tar" -C /tmp small4 && ls -la /tmp/small4
-  ;;
-E)  # left-over device time: continue the small model's training from run A's checkpoint (TRAIN_MIN minutes)
-  install_shim; rm -rf /tmp/dgt && cp -r /tmp/dg /tmp/dgt
-  PYTHONPATH=/tmp/dgt timeout $(( ${TRAIN_MIN:-4} * 60 + 90 )) python3 -m dgemma_lsp.backend.train.train \
-    --init /tmp/small3 --out /tmp/small4 --minutes "${TRAIN_MIN:-4}" --workers 13 --no-tokenizer \
-    --pack /tmp/pack.jsonl.gz --lr 6e-4 --warmup 10 --t-floor 0.3 --fill-weight 0.2 --max-repair-canvas 256 \
-    --mix-single 0.4 --mix-multi 0.1 --mix-repair 0.5 --log /tmp/train4.log
-  cp /tmp/train4.log /tmp/small4/ 2>/dev/null; tar cf "$OUT/small4.tar" -C /tmp small4
   ;;
 g)  # no kit: kernel parity, and the transformers backend on CUDA with the kernels switched in
   install_shim; export PYTHONPATH=/tmp/dg
