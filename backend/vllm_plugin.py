@@ -14,13 +14,13 @@ comma list of the pieces to keep, default all):
   ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
   ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row Philox streams, so a seeded request samples the
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
-
-On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces stay off by themselves:
-vLLM's own sampler serves, and only ``moe_config`` remains (drafts then come from the transformers backend only).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
+
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces stay off by themselves:
+vLLM's own sampler serves, and only ``moe_config`` remains (drafts then come from the transformers backend only).
 
 :func:`register` is import-safe without vLLM: it returns quietly when vLLM is missing or the plugin is off.
 """

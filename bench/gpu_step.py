@@ -233,11 +233,6 @@ def part_transformers(max_s: float = 200.0) -> None:
                 emit({"part": "transformers", "what": "step", "impl": impl, "ctx": 1024, "batch": batch,
                       "canvas": canvas, "step_ms": round(step, 2), "gen_ms_6steps": round(med(hi), 1)})  # fmt: skip
     model.__class__ = base_cls
-    model = None  # the closures above hold the cell, not the model
-    import gc
-
-    gc.collect()
-    torch.cuda.empty_cache()  # the vLLM engines that follow (child processes) need the memory back
 
 
 # ------------------------------------------------------------------------------------------------ vllm
@@ -459,9 +454,12 @@ def main() -> None:
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:
-        if "torch" in sys.modules:
+        if "torch" in sys.modules:  # the earlier parts' cached GPU memory goes back for the engines (child processes)
+            import gc
+
             import torch
 
+            gc.collect()
             torch.cuda.empty_cache()
         part_vllm(args)
     print(f"{len(ROWS)} rows; {math.nan if not ROWS else ROWS[-1]['t']}")

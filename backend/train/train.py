@@ -493,7 +493,6 @@ def main(argv: list[str] | None = None) -> None:
         except torch.OutOfMemoryError:
             # a batch too large for the GPU: smaller batches from now on, and the run goes on
             opt.zero_grad(set_to_none=True)
-            loss = None
             torch.cuda.empty_cache()
             a.tokens_per_batch = int(a.tokens_per_batch * 0.7)
             say(
