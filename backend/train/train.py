@@ -185,6 +185,8 @@ def build_batch(items: list[Item], canvas: int, rng: random.Random, *, eos: int,
 
 
 def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int) -> dict[str, Any]:
+    """Tensors of a batch on ``device``; host copies go through pinned memory without blocking (on a GPU the
+    next batch is built while the previous step still runs)."""
     import torch
 
     prompts, targets = batch["prompts"], batch["targets"]
@@ -198,11 +200,20 @@ def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int) -> dict[
         valid[i, L - len(p) :] = True
     seed_t = torch.zeros((B, C), dtype=torch.long)
     has_seed = torch.zeros((B, C), dtype=torch.bool)
+    any_seed = False
     for i, sd in enumerate(batch.get("seeds") or [None] * B):
         if sd:
             seed_t[i, : len(sd)] = torch.tensor(sd)
             has_seed[i, : len(sd)] = True
-    ids, valid = ids.to(device), valid.to(device)
+            any_seed = True
+    tg = torch.tensor(targets, dtype=torch.long)
+    on_gpu = str(device).startswith("cuda")
+
+    def put(x: Any) -> Any:
+        return x.pin_memory().to(device, non_blocking=True) if on_gpu else x.to(device)
+
+    valid_host = valid
+    ids, valid = put(ids), put(valid)
     lens = valid.sum(1)
     idx = torch.arange(L, device=device)
     causal = idx[:, None] >= idx[None, :]
@@ -215,13 +226,15 @@ def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int) -> dict[
     return {
         "input_ids": ids,
         "valid": valid,
+        "valid_host": valid_host,
         "enc_mask": {"full_attention": enc[:, None], "sliding_attention": enc_sliding[:, None]},
         "dec_mask": {"full_attention": dec[:, None], "sliding_attention": dec[:, None]},
         "pos": pos,
         "dec_pos": dec_pos,
-        "targets": torch.tensor(targets, dtype=torch.long, device=device),
-        "seed": seed_t.to(device),
-        "has_seed": has_seed.to(device),
+        "targets": put(tg),
+        "seed": put(seed_t),
+        "has_seed": put(has_seed),
+        "any_seed": any_seed,
     }
 
 
@@ -237,6 +250,107 @@ def softcap_logits(model: Any, hidden: Any) -> Any:
     return torch.tanh(logits / cap) * cap if cap else logits
 
 
+def draw_noise(
+    tb: dict[str, Any],
+    gen: Any,
+    vocab_size: int,
+    *,
+    t_range: tuple[float, float] = (0.4, 0.8),
+    t_floor: float = 0.0,
+    ar_frac: float = 1.0,
+    host_gen: Any = None,
+) -> dict[str, Any]:
+    """The random part of a training step: noised canvas, self-conditioning choice and temperature, and the
+    prompt positions of the next-token loss (picked on the host: their count sizes a tensor, and a count
+    read back from the GPU would stall the step)."""
+    import torch
+
+    targets = tb["targets"]
+    B, C = targets.shape
+    dev = targets.device
+    t = t_floor + (1 - t_floor) * torch.rand((B, 1), generator=gen, device=dev)
+    noise_mask = torch.rand((B, C), generator=gen, device=dev) < t
+    noise = torch.randint(0, vocab_size, (B, C), generator=gen, device=dev)
+    clean = targets
+    if tb.get("any_seed"):
+        # Repair starts from the broken text (seed canvas) where the server seeds it: for half of those
+        # examples the "clean" side of the noise is the seed, so the model learns to turn the seed into the fix.
+        from_seed = tb["has_seed"] & (torch.rand((B, 1), generator=gen, device=dev) < 0.5)
+        clean = torch.where(from_seed, tb["seed"], targets)
+    vh = tb["valid_host"]
+    keep = vh[:, :-1] & vh[:, 1:]
+    if ar_frac < 1.0:
+        # a random share of the prompt positions: the vocab projection over every prompt token is the
+        # step's largest tensor, and the next-token loss is a side objective
+        keep &= torch.rand(keep.shape, generator=host_gen) < ar_frac
+    ar_idx = keep.flatten().nonzero().squeeze(1)
+    if str(dev).startswith("cuda"):
+        ar_idx = ar_idx.pin_memory().to(dev, non_blocking=True)
+    return {
+        "canvas": torch.where(noise_mask, noise, clean),
+        "sc_mask": torch.rand((B,), generator=gen, device=dev),  # compared with sc_prob in the loss
+        "temp": t_range[0] + (t_range[1] - t_range[0]) * torch.rand((B, 1, 1), generator=gen, device=dev),
+        "ar_idx": ar_idx,
+    }
+
+
+def denoise_loss(
+    model: Any,
+    tb: dict[str, Any],
+    nz: dict[str, Any],
+    *,
+    sc_prob: float,
+    ar_weight: float,
+    fill_weight: float,
+    eos_id: int,
+) -> tuple[Any, dict[str, Any]]:
+    """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning).
+
+    Tensors only, no host read-back: this is the part ``--compile`` hands to ``torch.compile``. Returns the loss and
+    detached statistics (tensors).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    V = model.config.text_config.vocab_size
+    ids, targets, canvas = tb["input_ids"], tb["targets"], nz["canvas"]
+    B, C = targets.shape
+    cache = DynamicCache(config=model.config.get_text_config())
+    enc = model.model.encoder(
+        input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"], past_key_values=cache
+    )
+    cache = _cache_of(enc)
+    stats: dict[str, Any] = {}
+    loss = torch.zeros((), device=ids.device)
+    if ar_weight > 0:
+        h = enc.last_hidden_state[:, :-1].reshape(-1, enc.last_hidden_state.shape[-1])
+        logits = softcap_logits(model, h[nz["ar_idx"]])
+        ar = torch.nn.functional.cross_entropy(logits, ids[:, 1:].reshape(-1)[nz["ar_idx"]])
+        loss = loss + ar_weight * ar
+        stats["ar"] = ar.detach()
+    common = dict(past_key_values=cache, decoder_attention_mask=tb["dec_mask"], decoder_position_ids=tb["dec_pos"])
+    sc_logits, sc_mask = None, None
+    if sc_prob > 0:
+        sc_mask = nz["sc_mask"] < sc_prob
+        with torch.no_grad():
+            first = model(decoder_input_ids=canvas, **common).logits
+            # The sampler feeds back temperature-scaled logits (t_max at the first steps .. t_min at the last).
+            sc_logits = (first / nz["temp"]).to(model.model.decoder.embed_tokens.weight.dtype)
+    out = model(decoder_input_ids=canvas, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **common)
+    ce = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1), reduction="none").view(B, C)
+    # The <eos> fill after the reply is easy and dominates short replies: ``fill_weight`` < 1 keeps the
+    # gradient on the reply tokens (the first <eos> keeps full weight: stopping matters).
+    is_eos = targets == eos_id
+    is_fill = is_eos & (torch.cumsum(is_eos.int(), 1) > 1)
+    w = torch.where(is_fill, torch.full_like(ce, fill_weight), torch.ones_like(ce))
+    diff = (ce * w).sum() / w.sum()
+    loss = loss + diff
+    stats["reply"] = ((ce * ~is_fill).sum() / (~is_fill).sum().clamp(min=1)).detach()
+    stats["diff"] = diff.detach()
+    stats["acc"] = (out.logits.detach().argmax(-1) == targets).float().mean()
+    return loss, stats
+
+
 def loss_on_batch(
     model: Any,
     tb: dict[str, Any],
@@ -248,67 +362,24 @@ def loss_on_batch(
     t_floor: float = 0.0,
     fill_weight: float = 1.0,
     ar_frac: float = 1.0,
+    eos_id: int | None = None,
 ) -> tuple[Any, dict[str, float]]:
-    """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning)."""
+    """One step's loss, eager (``draw_noise`` + ``denoise_loss``); statistics as floats."""
     import torch
-    from transformers import DynamicCache
 
-    V = model.config.text_config.vocab_size
-    ids, targets = tb["input_ids"], tb["targets"]
-    B, C = targets.shape
-    dev = ids.device
-    cache = DynamicCache(config=model.config.get_text_config())
-    enc = model.model.encoder(
-        input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"], past_key_values=cache
+    host_gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen, device=gen.device)))
+    nz = draw_noise(
+        tb,
+        gen,
+        model.config.text_config.vocab_size,
+        t_range=t_range,
+        t_floor=t_floor,
+        ar_frac=ar_frac,
+        host_gen=host_gen,
     )
-    cache = _cache_of(enc)
-    stats: dict[str, float] = {}
-    loss = torch.zeros((), device=dev)
-    if ar_weight > 0:
-        h = enc.last_hidden_state[:, :-1]
-        keep = tb["valid"][:, :-1] & tb["valid"][:, 1:]
-        if ar_frac < 1.0:
-            # a random share of the prompt positions: the vocab projection over every prompt token is the
-            # step's largest tensor, and the next-token loss is a side objective
-            keep &= torch.rand(keep.shape, generator=gen, device=dev) < ar_frac
-        logits = softcap_logits(model, h[keep])
-        ar = torch.nn.functional.cross_entropy(logits, ids[:, 1:][keep])
-        loss = loss + ar_weight * ar
-        stats["ar"] = float(ar.detach())
-
-    t = t_floor + (1 - t_floor) * torch.rand((B, 1), generator=gen, device=dev)
-    noise_mask = torch.rand((B, C), generator=gen, device=dev) < t
-    noise = torch.randint(0, V, (B, C), generator=gen, device=dev)
-    clean = targets
-    if bool(tb["has_seed"].any()):
-        # Repair starts from the broken text (seed canvas) where the server seeds it: for half of those
-        # examples the "clean" side of the noise is the seed, so the model learns to turn the seed into the fix.
-        from_seed = tb["has_seed"] & (torch.rand((B, 1), generator=gen, device=dev) < 0.5)
-        clean = torch.where(from_seed, tb["seed"], targets)
-    canvas = torch.where(noise_mask, noise, clean)
-    common = dict(past_key_values=cache, decoder_attention_mask=tb["dec_mask"], decoder_position_ids=tb["dec_pos"])
-    sc_logits, sc_mask = None, None
-    if sc_prob > 0:
-        sc_mask = torch.rand((B,), generator=gen, device=dev) < sc_prob
-        with torch.no_grad():
-            first = model(decoder_input_ids=canvas, **common).logits
-            # The sampler feeds back temperature-scaled logits (t_max at the first steps .. t_min at the last).
-            temp = t_range[0] + (t_range[1] - t_range[0]) * torch.rand((B, 1, 1), generator=gen, device=dev)
-            sc_logits = (first / temp).to(model.model.decoder.embed_tokens.weight.dtype)
-    out = model(decoder_input_ids=canvas, self_conditioning_logits=sc_logits, self_conditioning_mask=sc_mask, **common)
-    ce = torch.nn.functional.cross_entropy(out.logits.reshape(-1, V), targets.reshape(-1), reduction="none").view(B, C)
-    # The <eos> fill after the reply is easy and dominates short replies: ``fill_weight`` < 1 keeps the
-    # gradient on the reply tokens (the first <eos> keeps full weight: stopping matters).
-    eos_id = int(targets[0, -1])
-    is_fill = (targets == eos_id) & (torch.cumsum((targets == eos_id).int(), 1) > 1)
-    w = torch.where(is_fill, torch.full_like(ce, fill_weight), torch.ones_like(ce))
-    diff = (ce * w).sum() / w.sum()
-    loss = loss + diff
-    stats["reply"] = float((ce * ~is_fill).sum().detach() / (~is_fill).sum().clamp(min=1))
-    stats["diff"] = float(diff.detach())
-    with torch.no_grad():
-        stats["acc"] = float((out.logits.argmax(-1) == targets).float().mean())
-    return loss, stats
+    eos = int(tb["targets"][0, -1]) if eos_id is None else eos_id
+    loss, st = denoise_loss(model, tb, nz, sc_prob=sc_prob, ar_weight=ar_weight, fill_weight=fill_weight, eos_id=eos)
+    return loss, {k: float(v) for k, v in st.items()}
 
 
 def save_checkpoint(
@@ -370,6 +441,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fill-weight", type=float, default=1.0, help="loss weight of the <eos> fill after the reply")
     ap.add_argument("--max-repair-canvas", type=int, default=384)
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the step's tensor part (fewer, fused kernels; the eager step is launch-bound)",
+    )
     ap.add_argument("--gpu-mem-frac", type=float, default=0.0, help="cap on this process's share of GPU memory")
     a = ap.parse_args(argv)
 
@@ -379,6 +455,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    from .experts import use_dense_experts
 
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -392,6 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         config = model.config
     else:
         model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
+    use_dense_experts(model)  # same function, compilable and free of host syncs (see experts.py)
     enc0 = model.model.encoder.language_model.layers[0].mlp.gate_proj.weight
     assert enc0 is model.model.decoder.layers[0].mlp.gate_proj.weight, "encoder/decoder weights must be tied"
     n_params = sum(p.numel() for p in model.parameters())
@@ -431,8 +510,12 @@ def main(argv: list[str] | None = None) -> None:
     meta = {"preset": a.preset, "params": n_params, "args": vars(a)}
     out = Path(a.out)
     ema: dict[str, float] = {}
-    timing = {"data": 0.0, "prep": 0.0, "gpu": 0.0}  # seconds per part since the last log line
-    timed_steps = 0
+    # host seconds per part since the last log line (launch: the step's kernels queued, not finished)
+    timing = {"data": 0.0, "prep": 0.0, "launch": 0.0}
+    timed_steps, t_log = 0, time.perf_counter()
+    V = config.text_config.vocab_size
+    host_gen = torch.Generator().manual_seed(a.seed)
+    core = make_step_core(model, a, eos_id=tok.eos_token_id, amp=amp, say=say)
     while True:
         elapsed = time.time() - t0
         if elapsed > budget:
@@ -477,17 +560,8 @@ def main(argv: list[str] | None = None) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         try:
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
-                loss, st = loss_on_batch(
-                    model,
-                    tb,
-                    gen,
-                    sc_prob=a.sc_prob,
-                    ar_weight=a.ar_weight,
-                    t_floor=a.t_floor,
-                    fill_weight=a.fill_weight,
-                    ar_frac=a.ar_frac,
-                )
+            nz = draw_noise(tb, gen, V, t_floor=a.t_floor, ar_frac=a.ar_frac, host_gen=host_gen)
+            loss, st = core(tb, nz)
             opt.zero_grad(set_to_none=True)
             loss.backward()
         except torch.OutOfMemoryError:
@@ -501,33 +575,84 @@ def main(argv: list[str] | None = None) -> None:
             continue
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if amp:
-            torch.cuda.synchronize()
         t_end = time.perf_counter()
-        for k, v in (("data", t_prep - t_data), ("prep", t_gpu - t_prep), ("gpu", t_end - t_gpu)):
+        for k, v in (("data", t_prep - t_data), ("prep", t_gpu - t_prep), ("launch", t_end - t_gpu)):
             timing[k] += v
         timed_steps += 1
         step += 1
+        # Statistics stay on the device (an EMA per step, read back at log time): a per-step read-back would
+        # make the host wait for the GPU instead of building the next batch while it runs.
         for k, v in st.items():
             ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
         if step % 25 == 0 or step <= 3:
+            if amp:
+                torch.cuda.synchronize()
+            now = time.perf_counter()
             say(
                 f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
-                + " ".join(f"{k}={v:.3f}" for k, v in ema.items())
+                + " ".join(f"{k}={float(v):.3f}" for k, v in ema.items())
                 + f" gn={float(gn):.2f} seen={seen} reused={reused} s/step={(time.time() - t0) / step:.3f}"
-                + " ms/step "
+                + f" ms/step wall={(now - t_log) * 1e3 / timed_steps:.0f} "
                 + " ".join(f"{k}={v * 1e3 / timed_steps:.0f}" for k, v in timing.items())
             )
-            timing, timed_steps = dict.fromkeys(timing, 0.0), 0
+            timing, timed_steps, t_log = dict.fromkeys(timing, 0.0), 0, now
         if time.time() - last_save > a.save_every:
-            meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=ema)
+            meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=_floats(ema))
             save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
             last_save = time.time()
             say(f"saved {out}")
-    meta.update(step=step, seen=seen, reused=reused, elapsed_s=round(time.time() - t0), ema=ema)
+    meta.update(step=step, seen=seen, reused=reused, elapsed_s=round(time.time() - t0), ema=_floats(ema))
     save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
     say(f"done: {step} steps, {seen} fresh examples, saved {out}")
     feeder.close()
+
+
+def _floats(d: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in d.items()}
+
+
+def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = print) -> Any:
+    """``(tb, nz) -> (loss, stats)``: ``denoise_loss`` under bf16 autocast on a GPU, compiled with ``--compile``.
+
+    Compiled with dynamic shapes (batch, prompt length and canvas vary per batch); the recompile limit is raised
+    because each layer instance is its own guard set.
+    """
+    import functools
+
+    import torch
+
+    def core(tb: dict[str, Any], nz: dict[str, Any]) -> Any:
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+            return denoise_loss(
+                model, tb, nz, sc_prob=a.sc_prob, ar_weight=a.ar_weight, fill_weight=a.fill_weight, eos_id=eos_id
+            )
+
+    if not getattr(a, "compile", False):
+        return core
+    import torch._dynamo
+
+    for key, value in (("recompile_limit", 64), ("accumulated_recompile_limit", 512)):
+        if hasattr(torch._dynamo.config, key):
+            setattr(torch._dynamo.config, key, value)
+    compiled = torch.compile(core, dynamic=True, backend=getattr(a, "compile_backend", "inductor"))
+
+    @functools.wraps(core)
+    def guarded(tb: dict[str, Any], nz: dict[str, Any]) -> Any:
+        nonlocal compiled
+        if compiled is None:
+            return core(tb, nz)
+        try:
+            return compiled(tb, nz)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # a compiler failure must not end a paid-for GPU run: fall back to eager
+            guarded.failure = f"{type(e).__name__}: {str(e)[:300]}"  # type: ignore[attr-defined]
+            say(f"torch.compile failed ({guarded.failure}); continuing eager")  # type: ignore[attr-defined]
+            compiled = None
+            return core(tb, nz)
+
+    guarded.failure = None  # type: ignore[attr-defined]
+    return guarded
 
 
 class Feeder:
