@@ -22,16 +22,23 @@ def _model():
     return transformers.DiffusionGemmaForBlockDiffusion(T.make_config(VOCAB, "smoke")).train()
 
 
-def _batch(rng: random.Random, B: int, L: int, C: int, seeded: bool = False):
+def _batch(rng: random.Random, B: int, L: int, C: int, seeded: bool = False, bucket: bool = False):
     items = []
     for _ in range(B):
         reply = [rng.randrange(7, VOCAB) for _ in range(rng.randrange(3, C + 8))] + [6, 1]
         seed = [rng.randrange(7, VOCAB) for _ in range(C)] if seeded else None
         prompt = [2] + [rng.randrange(7, VOCAB) for _ in range(rng.randrange(L // 2, L))]
         items.append((prompt, reply, "repair" if seeded else "single", C, seed))
-    tb = T.to_tensors(T.build_batch(items, C, rng, eos=1), "cpu", 1024)
+    batch = T.build_batch(items, C, rng, eos=1)
+    length = T.bucket_shape(max(map(len, batch["prompts"])), C, 10**6, B)[1] if bucket else None
+    tb = T.to_tensors(batch, "cpu", 1024, length=length)
     nz = T.draw_noise(
-        tb, torch.Generator().manual_seed(B * L), VOCAB, ar_frac=0.5, host_gen=torch.Generator().manual_seed(C)
+        tb,
+        torch.Generator().manual_seed(B * L),
+        VOCAB,
+        ar_frac=0.5,
+        host_gen=torch.Generator().manual_seed(C),
+        ar_count=B * 50 if bucket else None,
     )
     return tb, nz
 
@@ -85,3 +92,48 @@ def test_compiled_step_matches_eager_across_shapes() -> None:
         assert got[0] == pytest.approx(want[0], abs=1e-5)
         assert _max_diff(got[1], want[1]) < 1e-4
         assert got[2] == pytest.approx(want[2], abs=1e-5)
+
+
+def test_bucket_shapes_keep_the_servers_canvas_widths() -> None:
+    assert T.bucket_shape(100, 32, 64_000, 384) == (250, 192, 32)  # 64000 // (192 + 2 x 32)
+    assert T.bucket_shape(100, 32, 64_000, 100)[0] == 100  # --max-batch
+    B, L, C = T.bucket_shape(700, 128, 64_000, 384)
+    assert (L, C) == (768, 128) and B == 64_000 // (768 + 256)
+    assert T.bucket_shape(5000, 64, 64_000, 384)[1] == T.MAX_PROMPT  # over-long prompts are cut to the window
+    assert [T.bucket_shape(300, w, 64_000, 384)[2] for w in (20, 33, 100, 129, 200, 256)] == [
+        32,
+        64,
+        128,
+        192,
+        256,
+        256,
+    ]
+
+
+def test_graph_step_inputs_and_gradients_match_eager() -> None:
+    """The CUDA-graph step's plumbing (static inputs per shape bucket, gradients added into persistent .grad
+    tensors) run without capture: same statistics and gradients as the eager step, batch after batch."""
+    model = _model()
+    use_dense_experts(model)
+    a = types.SimpleNamespace(sc_prob=0.5, ar_weight=0.25, fill_weight=0.5, compile=False)
+    core = T.make_step_core(model, a, eos_id=1, amp=False)
+    graphed = T.GraphedStep(model, core, capture=False)
+    rng = random.Random(2)
+    batches = [
+        _batch(rng, 3, 40, 32, bucket=True),
+        _batch(rng, 4, 90, 64, True, True),
+        _batch(rng, 3, 40, 32, bucket=True),
+    ]
+    for tb, nz in batches:
+        model.zero_grad(set_to_none=True)
+        loss, want_stats = core(tb, nz)
+        loss.backward()
+        want = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        model.zero_grad(set_to_none=False)
+        got_stats = graphed(tb, nz)
+        got = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        assert _max_diff(got, want) < 1e-6
+        assert {k: float(v) for k, v in got_stats.items()} == pytest.approx(
+            {k: float(v) for k, v in want_stats.items()}
+        )
+    assert len(graphed.graphs) == 2 and graphed.failure is None

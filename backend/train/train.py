@@ -164,6 +164,18 @@ def canvas_for_batch(items: list[Item], rng: random.Random) -> int:
     return 128 if rng.random() < 0.75 else 64
 
 
+L_BUCKETS = (192, 384, 576, MAX_PROMPT)
+
+
+def bucket_shape(prompt_len: int, canvas: int, tokens_per_batch: int, max_batch: int) -> tuple[int, int, int]:
+    """``(B, L, C)`` of the shape bucket for a batch (``--cuda-graphs``: one graph per bucket). Prompts are left-padded
+    to ``L`` (masked, so exact); ``C`` stays the server's width for infill (32 / 64 / 128) and rounds up to one of those
+    or a multiple of 64 for repair (the extra positions are ``<eos>`` fill, as after any short reply)."""
+    L = next(b for b in L_BUCKETS if b >= min(prompt_len, MAX_PROMPT))
+    C = next((w for w in (32, 64, 128) if canvas <= w), 64 * math.ceil(canvas / 64))
+    return max(1, min(max_batch, tokens_per_batch // (L + 2 * C))), L, C
+
+
 def build_batch(items: list[Item], canvas: int, rng: random.Random, *, eos: int, pad: int = 0) -> dict[str, Any]:
     """Pick one canvas per example; left-pad the prompts. Returns plain lists (tensors made by ``to_tensors``).
 
@@ -184,14 +196,20 @@ def build_batch(items: list[Item], canvas: int, rng: random.Random, *, eos: int,
     return {"prompts": prompts, "targets": targets, "seeds": seeds, "pad": pad}
 
 
-def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int) -> dict[str, Any]:
+def trim_batch(batch: dict[str, Any], n: int) -> dict[str, Any]:
+    """The first ``n`` examples of a built batch."""
+    return {k: (v[:n] if isinstance(v, list) else v) for k, v in batch.items()}
+
+
+def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int, length: int | None = None) -> dict[str, Any]:
     """Tensors of a batch on ``device``; host copies go through pinned memory without blocking (on a GPU the
-    next batch is built while the previous step still runs)."""
+    next batch is built while the previous step still runs). ``length``: left-pad the prompts to this length (a
+    shape bucket) instead of the longest prompt."""
     import torch
 
     prompts, targets = batch["prompts"], batch["targets"]
     B = len(prompts)
-    L = max(len(p) for p in prompts)
+    L = max(max(len(p) for p in prompts), length or 0)
     C = len(targets[0])
     ids = torch.full((B, L), batch["pad"], dtype=torch.long)
     valid = torch.zeros((B, L), dtype=torch.bool)
@@ -259,10 +277,12 @@ def draw_noise(
     t_floor: float = 0.0,
     ar_frac: float = 1.0,
     host_gen: Any = None,
+    ar_count: int | None = None,
 ) -> dict[str, Any]:
     """The random part of a training step: noised canvas, self-conditioning choice and temperature, and the
     prompt positions of the next-token loss (picked on the host: their count sizes a tensor, and a count
-    read back from the GPU would stall the step)."""
+    read back from the GPU would stall the step). ``ar_count``: exactly this many positions, drawn with
+    replacement (a CUDA graph replays fixed shapes)."""
     import torch
 
     targets = tb["targets"]
@@ -284,6 +304,8 @@ def draw_noise(
         # step's largest tensor, and the next-token loss is a side objective
         keep &= torch.rand(keep.shape, generator=host_gen) < ar_frac
     ar_idx = keep.flatten().nonzero().squeeze(1)
+    if ar_count is not None:
+        ar_idx = ar_idx[torch.randint(0, max(1, len(ar_idx)), (ar_count,), generator=host_gen)]
     if str(dev).startswith("cuda"):
         ar_idx = ar_idx.pin_memory().to(dev, non_blocking=True)
     return {
@@ -446,6 +468,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="torch.compile the step's tensor part (fewer, fused kernels; the eager step is launch-bound)",
     )
+    ap.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="replay the step's forward + backward as CUDA graphs, one per shape bucket (GPU only)",
+    )
     ap.add_argument("--gpu-mem-frac", type=float, default=0.0, help="cap on this process's share of GPU memory")
     a = ap.parse_args(argv)
 
@@ -516,6 +543,8 @@ def main(argv: list[str] | None = None) -> None:
     V = config.text_config.vocab_size
     host_gen = torch.Generator().manual_seed(a.seed)
     core = make_step_core(model, a, eos_id=tok.eos_token_id, amp=amp, say=say)
+    graphed = GraphedStep(model, core, say) if a.cuda_graphs else None
+    snapshot = _snapshot(model, opt)
     while True:
         elapsed = time.time() - t0
         if elapsed > budget:
@@ -543,16 +572,34 @@ def main(argv: list[str] | None = None) -> None:
         cands.sort(key=lambda it: (len(it[0]), it[3]))
         start = rng.randrange(len(cands))
         width = canvas_for_batch([cands[start]], rng)
-        approx_len = min(MAX_PROMPT, len(cands[start][0])) + 2 * width  # decoder passes cost too
-        bsz = max(1, min(a.max_batch, a.tokens_per_batch // max(approx_len, 1)))
+        if graphed is not None:
+            # a shape bucket: exactly B prompts no longer than L, the nearest in length to the one drawn
+            bsz, Lb, _ = bucket_shape(len(cands[start][0]), width, a.tokens_per_batch, a.max_batch)
+            fits = [it for it in cands if min(MAX_PROMPT, len(it[0])) <= Lb]
+            start = min(range(len(fits)), key=lambda i: abs(len(fits[i][0]) - len(cands[start][0])))
+            cands = fits
+        else:
+            approx_len = min(MAX_PROMPT, len(cands[start][0])) + 2 * width  # decoder passes cost too
+            bsz = max(1, min(a.max_batch, a.tokens_per_batch // max(approx_len, 1)))
         lo = max(0, min(start, len(cands) - bsz))
         items = cands[lo : lo + bsz]
+        if graphed is not None and len(items) < bsz:
+            items = (items * (bsz // len(items) + 1))[:bsz]  # rare (a short pool): repeat to the bucket's batch
         taken = {id(it) for it in items}
         fresh = [it for it in fresh if id(it) not in taken]
         C = canvas_for_batch(items, rng) if group == "repair" else width
+        length, ar_count = None, None
+        if graphed is not None:
+            C = bucket_shape(1, C, a.tokens_per_batch, a.max_batch)[2]
         t_prep = time.perf_counter()
         batch = build_batch(items, C, rng, eos=tok.eos_token_id)
-        tb = to_tensors(batch, a.device, config.text_config.sliding_window)
+        if graphed is not None:
+            # later canvases of a long reply lengthen the prompt: the bucket follows the built batch, and its
+            # batch size (never larger) trims it, so the set of shapes (graphs) stays small
+            bsz, length, C = bucket_shape(max(map(len, batch["prompts"])), C, a.tokens_per_batch, a.max_batch)
+            batch = trim_batch(batch, bsz)
+            ar_count = max(1, int(a.ar_frac * bsz * length / 2))
+        tb = to_tensors(batch, a.device, config.text_config.sliding_window, length=length)
         t_gpu = time.perf_counter()
         # LR: linear warmup, cosine decay to 5% over the wall-clock budget.
         frac = min(1.0, elapsed / budget)
@@ -560,13 +607,16 @@ def main(argv: list[str] | None = None) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         try:
-            nz = draw_noise(tb, gen, V, t_floor=a.t_floor, ar_frac=a.ar_frac, host_gen=host_gen)
-            loss, st = core(tb, nz)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            nz = draw_noise(tb, gen, V, t_floor=a.t_floor, ar_frac=a.ar_frac, host_gen=host_gen, ar_count=ar_count)
+            opt.zero_grad(set_to_none=graphed is None)  # graphs add into persistent .grad tensors
+            if graphed is not None:
+                st = graphed(tb, nz)
+            else:
+                loss, st = core(tb, nz)
+                loss.backward()
         except torch.OutOfMemoryError:
             # a batch too large for the GPU: smaller batches from now on, and the run goes on
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad(set_to_none=graphed is None)
             torch.cuda.empty_cache()
             a.tokens_per_batch = int(a.tokens_per_batch * 0.7)
             say(
@@ -588,8 +638,21 @@ def main(argv: list[str] | None = None) -> None:
             if amp:
                 torch.cuda.synchronize()
             now = time.perf_counter()
+            if not all(math.isfinite(float(v)) for v in [*ema.values(), gn]):
+                # A non-finite step: back to the last good weights and optimizer state (taken at the last log
+                # line); graphs off (eager's path is the reference); a second time, the run ends on good weights.
+                _restore(model, opt, snapshot)
+                ema = {}
+                if graphed is None or graphed.failure is not None:
+                    say(f"non-finite loss or gradient at step {step} again: stopping on the last good weights")
+                    break
+                say(f"non-finite loss or gradient at step {step}: restored step {snapshot['step']}, graphs off")
+                graphed.failure = "non-finite step"
+                graphed.graphs.clear()
+                continue
+            snapshot = _snapshot(model, opt, step)
             say(
-                f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={len(items)} L={tb['input_ids'].shape[1]} C={C} "
+                f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={tb['input_ids'].shape[0]} L={tb['input_ids'].shape[1]} C={C} "
                 + " ".join(f"{k}={float(v):.3f}" for k, v in ema.items())
                 + f" gn={float(gn):.2f} seen={seen} reused={reused} s/step={(time.time() - t0) / step:.3f}"
                 + f" ms/step wall={(now - t_log) * 1e3 / timed_steps:.0f} "
@@ -607,8 +670,133 @@ def main(argv: list[str] | None = None) -> None:
     feeder.close()
 
 
+def _snapshot(model: Any, opt: Any, step: int = 0) -> dict[str, Any]:
+    """Weights and optimizer state, copied on the device (a 7 M model: ~80 MB, a few milliseconds)."""
+    import copy
+
+    return {
+        "step": step,
+        "params": [p.detach().clone() for p in model.parameters()],
+        "opt": copy.deepcopy(opt.state_dict()),
+    }
+
+
+def _restore(model: Any, opt: Any, snap: dict[str, Any]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), snap["params"], strict=True):
+            p.copy_(q)
+    opt.load_state_dict(snap["opt"])
+
+
 def _floats(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items()}
+
+
+def _tensors(tree: Any) -> list[Any]:
+    """The tensors of a nested dict (a step's inputs), in a fixed order."""
+    if isinstance(tree, dict):
+        return [t for k in sorted(tree) for t in _tensors(tree[k])]
+    return [tree] if hasattr(tree, "copy_") else []
+
+
+class GraphedStep:
+    """The training step's forward + backward as CUDA graphs, one per shape bucket (``--cuda-graphs``).
+
+    The eager step is launch-bound (~22 000 small kernels from Python for a 7 M model); a replay launches them all
+    at once with eager's own kernels (no compiler, so eager's numerics). Inputs are copied into each graph's static
+    tensors; gradients accumulate into persistent ``.grad`` tensors shared by every graph (zeroed, not freed,
+    between steps); the graphs share one memory pool (a step runs to the end before the next). A capture that fails
+    (an operation that reads back to the host, say) switches the run to eager.
+    """
+
+    def __init__(self, model: Any, core: Any, say: Any = print, warmup: int = 2, capture: bool | None = None) -> None:
+        import torch
+
+        self.model, self.core, self.say, self.warmup = model, core, say, warmup
+        # capture=False (no GPU): the same static-input path, run eagerly (so CPU tests cover the plumbing)
+        self.capture = torch.cuda.is_available() if capture is None else capture
+        self.graphs: dict[tuple, tuple] = {}
+        self.pool = torch.cuda.graph_pool_handle() if self.capture else None
+        self.failure: str | None = None
+        for p in model.parameters():
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+
+    def __call__(self, tb: dict[str, Any], nz: dict[str, Any]) -> dict[str, Any]:
+        """Forward and backward of one batch (gradients added to ``.grad``); returns the statistics (tensors)."""
+        import torch
+
+        if self.failure is None:
+            key = tuple((tuple(t.shape), t.dtype) for t in _tensors(self._inputs(tb, nz)))
+            try:
+                if key not in self.graphs:
+                    self._capture(key, tb, nz)
+                graph, static, stats = self.graphs[key]
+                for dst, src in zip(_tensors(static), _tensors(self._inputs(tb, nz)), strict=True):
+                    dst.copy_(src, non_blocking=True)
+                if graph is None:
+                    loss, stats = self.core(static["tb"], static["nz"])
+                    loss.backward()
+                    return stats
+                graph.replay()
+                return {k: v.clone() for k, v in stats.items()}
+            except torch.OutOfMemoryError:
+                raise
+            except Exception as e:  # capture refused: the run goes on eager
+                self.failure = f"{type(e).__name__}: {str(e)[:300]}"
+                self.say(f"CUDA graph capture failed ({self.failure}); continuing eager")
+                self.graphs.clear()
+                if self.capture:
+                    torch.cuda.synchronize()
+                self._zero_grads()
+        loss, stats = self.core(tb, nz)
+        loss.backward()
+        return stats
+
+    @staticmethod
+    def _inputs(tb: dict[str, Any], nz: dict[str, Any]) -> dict[str, Any]:
+        keep = ("input_ids", "enc_mask", "dec_mask", "pos", "dec_pos", "targets")
+        return {"tb": {k: tb[k] for k in keep}, "nz": {k: nz[k] for k in ("canvas", "sc_mask", "temp", "ar_idx")}}
+
+    def _zero_grads(self) -> None:
+        for p in self.model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
+
+    def _capture(self, key: tuple, tb: dict[str, Any], nz: dict[str, Any]) -> None:
+        import torch
+
+        t0 = time.perf_counter()
+        src = self._inputs(tb, nz)
+
+        def clone(tree: Any) -> Any:
+            return {k: clone(v) for k, v in tree.items()} if isinstance(tree, dict) else tree.clone()
+
+        static = clone(src)
+        if not self.capture:
+            self.graphs[key] = (None, static, None)
+            return
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture (cuBLAS workspaces, autotuning), as the docs ask
+            for _ in range(self.warmup):
+                loss, _ = self.core(static["tb"], static["nz"])
+                loss.backward()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            loss, stats = self.core(static["tb"], static["nz"])
+            loss.backward()
+        torch.cuda.synchronize()
+        self._zero_grads()  # the warm-up's gradients (the caller zeroed before this step)
+        self.graphs[key] = (graph, static, stats)
+        B, L = static["tb"]["input_ids"].shape
+        self.say(
+            f"captured a CUDA graph for B={B} L={L} C={static['tb']['targets'].shape[1]} in "
+            f"{time.perf_counter() - t0:.1f}s ({len(self.graphs)} graphs)"
+        )
 
 
 def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = print) -> Any:
@@ -622,7 +810,8 @@ def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = pri
     import torch
 
     def core(tb: dict[str, Any], nz: dict[str, Any]) -> Any:
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
+        # no autocast weight cache: a CUDA graph must re-cast the weights the optimizer updated
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
             return denoise_loss(
                 model, tb, nz, sc_prob=a.sc_prob, ar_weight=a.ar_weight, fill_weight=a.fill_weight, eos_id=eos_id
             )

@@ -22,8 +22,9 @@
 #          (install vLLM; tiny vLLM tests; collect the trained model; tune the fused-MoE config; suggestions)
 #   run D: carry nothing command: bash tests/gpu/run_device.sh D   (the whole benchmark, every engine, one run)
 #   on a fresh machine, longer training beside the tiny vLLM tests: A2 (carry .kit1 and the pack), B, C2 (carry .kit3)
-# Session 4, the small model with a compiled training step (no kit): T then T2 (each carries .train_data/pack.jsonl.gz;
-# TRAIN_MIN, TRAIN_ARGS pass through), the second within ~30 s of the first.
+# Session 4, the small model's training alone (no kit): T then T2 (each carries .train_data/pack.jsonl.gz; TRAIN_MIN,
+# TRAIN_INIT, TRAIN_ARGS pass through), the second within ~30 s of the first. v5: TRAIN_INIT=/tmp/dg/dgemma_lsp/backend/
+# models/small (v4, in the tree) TRAIN_ARGS="--cuda-graphs ..." (the exact lines: backend/train/RUN_LOG_5.txt).
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / T T2 / g k t}"
@@ -150,16 +151,16 @@ D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transf
   timeout 585 python3 bench/gpu_step.py --parts floors,kernels,transformers,vllm --kernel-dtypes bf16 \
     --transformers-budget 80 --vllm-jobs native,ours --job-timeouts native=240,ours=160 --out "$OUT/gpu_step.jsonl"
   ;;
-T|T2)  # issue 8, session 4: a compiled training step (train.py --compile), in the foreground, one run each
-  # T: from scratch (carry .train_data/pack.jsonl.gz); T2 right after, while warm (carry the same): continue from T's
-  # checkpoint with a fresh warmup + cosine. Inductor's and Triton's caches stay in /tmp, so T2 compiles from cache.
+T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
+  # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
+  # warmup + cosine. TRAIN_ARGS picks the step (--cuda-graphs, --compile). Caches stay in /tmp for T2.
   install_shim; cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
   export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-  if [ "$N" = T ]; then d=/tmp/small5a; init=(); else d=/tmp/small5b; init=(--init /tmp/small5a); fi
+  if [ "$N" = T ]; then d=/tmp/small5a; init=(${TRAIN_INIT:+--init "$TRAIN_INIT"}); else d=/tmp/small5b; init=(--init /tmp/small5a); fi
   left=$(( 585 - ($(date +%s) - T0) ))
   ( cd /tmp && PYTHONPATH=/tmp/dg timeout "$left" python3 -m dgemma_lsp.backend.train.train "${init[@]}" --out "$d" \
-      --minutes "${TRAIN_MIN:-8}" --compile --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz \
+      --minutes "${TRAIN_MIN:-8}" --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz \
       --log "$OUT/train_$N.log" ${TRAIN_ARGS:-} ) > "$OUT/train_$N.out" 2>&1
   echo "train exit $?"; tail -n 3 "$OUT/train_$N.out"
   tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d"
