@@ -203,7 +203,7 @@ def test_training_steps_reduce_the_loss(tok) -> None:
 
 # --- asked for by issue 8, not shown by the shipped model yet (see bench/RESULTS.md) ---------------------------
 
-NOT_YET = "the shipped small model does not do this yet (21 min of training); see docs/small-model.md"
+NOT_YET = "the shipped small model does not do this yet (37 min of training); see docs/small-model.md"
 
 
 def _complete(backend, code: str) -> str:
