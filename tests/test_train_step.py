@@ -7,12 +7,11 @@ import random
 import types
 
 import pytest
+import torch
+import transformers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from dgemma_lsp.backend.train import train as T  # noqa: E402
-from dgemma_lsp.backend.train.experts import NAME, use_dense_experts  # noqa: E402
+from dgemma_lsp.backend.train import train as T
+from dgemma_lsp.backend.train.experts import NAME, use_dense_experts
 
 VOCAB = 4096
 
