@@ -325,6 +325,7 @@ def denoise_loss(
     ar_weight: float,
     fill_weight: float,
     eos_id: int,
+    cache: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning).
 
@@ -337,7 +338,8 @@ def denoise_loss(
     V = model.config.text_config.vocab_size
     ids, targets, canvas = tb["input_ids"], tb["targets"], nz["canvas"]
     B, C = targets.shape
-    cache = DynamicCache(config=model.config.get_text_config())
+    if cache is None:
+        cache = DynamicCache(config=model.config.get_text_config())
     enc = model.model.encoder(
         input_ids=ids, attention_mask=tb["enc_mask"], position_ids=tb["pos"], past_key_values=cache
     )
@@ -707,8 +709,10 @@ class GraphedStep:
     The eager step is launch-bound (~22 000 small kernels from Python for a 7 M model); a replay launches them all
     at once with eager's own kernels (no compiler, so eager's numerics). Inputs are copied into each graph's static
     tensors; gradients accumulate into persistent ``.grad`` tensors shared by every graph (zeroed, not freed,
-    between steps); the graphs share one memory pool (a step runs to the end before the next). A capture that fails
-    (an operation that reads back to the host, say) switches the run to eager.
+    between steps); the graphs share one memory pool (a step runs to the end before the next); the KV cache's layers
+    are initialised outside the capture (``_fresh_cache``). A capture that fails (an operation that reads back to the
+    host, say) switches the run to eager: on the H200 in session 4 the capture was refused by the cache's lazy
+    initialisation, which ``_fresh_cache`` now keeps out of it (not yet run on a GPU since).
     """
 
     def __init__(self, model: Any, core: Any, say: Any = print, warmup: int = 2, capture: bool | None = None) -> None:
@@ -719,6 +723,7 @@ class GraphedStep:
         self.capture = torch.cuda.is_available() if capture is None else capture
         self.graphs: dict[tuple, tuple] = {}
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
+        self.template: Any = None  # a KV cache whose layers are initialised (see _fresh_cache)
         self.failure: str | None = None
         for p in model.parameters():
             if p.requires_grad and p.grad is None:
@@ -737,7 +742,7 @@ class GraphedStep:
                 for dst, src in zip(_tensors(static), _tensors(self._inputs(tb, nz)), strict=True):
                     dst.copy_(src, non_blocking=True)
                 if graph is None:
-                    loss, stats = self.core(static["tb"], static["nz"])
+                    loss, stats = self.core(static["tb"], static["nz"], self._fresh_cache())
                     loss.backward()
                     return stats
                 graph.replay()
@@ -760,6 +765,29 @@ class GraphedStep:
         keep = ("input_ids", "enc_mask", "dec_mask", "pos", "dec_pos", "targets")
         return {"tb": {k: tb[k] for k in keep}, "nz": {k: nz[k] for k in ("canvas", "sc_mask", "temp", "ar_idx")}}
 
+    def _fresh_cache(self) -> Any:
+        """An empty KV cache with initialised layers. A layer initialises on its first update by copying small host
+        tensors to the GPU (transformers' ``DynamicLayer.lazy_initialization``), which a capture refuses (the H200
+        run of session 4); so the layers are initialised once, outside any capture, and copied for each use."""
+        import copy
+
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config.get_text_config())
+        cache.layers = [copy.copy(layer) for layer in self.template.layers]
+        return cache
+
+    def _make_template(self, tb: dict[str, Any], nz: dict[str, Any]) -> None:
+        from transformers import DynamicCache
+
+        warm = DynamicCache(config=self.model.config.get_text_config())
+        loss, _ = self.core(tb, nz, warm)  # dtypes and device of the keys and values as the step makes them
+        loss.backward()
+        template = DynamicCache(config=self.model.config.get_text_config())
+        for mine, seen in zip(template.layers, warm.layers, strict=True):
+            mine.lazy_initialization(seen.keys, seen.values)
+        self.template = template
+
     def _zero_grads(self) -> None:
         for p in self.model.parameters():
             if p.grad is not None:
@@ -776,18 +804,24 @@ class GraphedStep:
 
         static = clone(src)
         if not self.capture:
+            if self.template is None:
+                self._make_template(static["tb"], static["nz"])
+                self._zero_grads()
             self.graphs[key] = (None, static, None)
             return
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up off the capture (cuBLAS workspaces, autotuning), as the docs ask
+            if self.template is None:
+                self._make_template(static["tb"], static["nz"])
             for _ in range(self.warmup):
-                loss, _ = self.core(static["tb"], static["nz"])
+                loss, _ = self.core(static["tb"], static["nz"], self._fresh_cache())
                 loss.backward()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
+        cache = self._fresh_cache()  # made outside the capture (its Python objects only record)
         with torch.cuda.graph(graph, pool=self.pool):
-            loss, stats = self.core(static["tb"], static["nz"])
+            loss, stats = self.core(static["tb"], static["nz"], cache)
             loss.backward()
         torch.cuda.synchronize()
         self._zero_grads()  # the warm-up's gradients (the caller zeroed before this step)
@@ -809,11 +843,18 @@ def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = pri
 
     import torch
 
-    def core(tb: dict[str, Any], nz: dict[str, Any]) -> Any:
+    def core(tb: dict[str, Any], nz: dict[str, Any], cache: Any = None) -> Any:
         # no autocast weight cache: a CUDA graph must re-cast the weights the optimizer updated
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
             return denoise_loss(
-                model, tb, nz, sc_prob=a.sc_prob, ar_weight=a.ar_weight, fill_weight=a.fill_weight, eos_id=eos_id
+                model,
+                tb,
+                nz,
+                sc_prob=a.sc_prob,
+                ar_weight=a.ar_weight,
+                fill_weight=a.fill_weight,
+                eos_id=eos_id,
+                cache=cache,
             )
 
     if not getattr(a, "compile", False):
