@@ -304,11 +304,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default="infill,json,tables,latency")
     ap.add_argument("--out", default="")
+    ap.add_argument(
+        "--repair-attempts", type=int, default=1, help="model repair attempts per document (the server's default: 3)"
+    )
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
     backend = load_backend(a.model, a.threads) if only - {"teacher"} else None
-    settings, _ = Settings().merged(SMALL_SETTINGS)
-    report: dict[str, Any] = {"model": a.model, "settings": SMALL_SETTINGS}
+    chosen = dict(SMALL_SETTINGS, repair_attempts=a.repair_attempts)
+    settings, _ = Settings().merged(chosen)
+    report: dict[str, Any] = {"model": a.model, "settings": chosen}
     if "latency" in only:
         report["latency"] = run_latency(backend)
         print("latency", json.dumps(report["latency"]), flush=True)
