@@ -3,9 +3,8 @@
 With 4 experts and top-2 routing every expert runs on every token and the outputs are mixed with a dense
 ``(tokens, experts)`` weight matrix that is zero off the chosen experts: the same function and gradients as
 the sparse forward (an unchosen expert gets weight 0, so no gradient either), at twice the expert FLOPs, but as
-plain batched matmuls. That is what makes the training step compilable and free of host syncs: the sparse
-forwards sort tokens by expert and, under ``torch.compile`` with fp32 master weights, fall back to a loop that
-reads the per-expert counts back to the host in every layer.
+plain batched matmuls, free of host syncs: the sparse forwards sort tokens by expert, and with fp32 master weights
+transformers' grouped matmul falls back to a loop that reads the per-expert counts back to the host in every layer.
 
 Training only; checkpoints are saved without it (serving uses transformers' default).
 """

@@ -172,8 +172,13 @@ def bucket_shape(prompt_len: int, canvas: int, tokens_per_batch: int, max_batch:
     to ``L`` (masked, so exact); ``C`` stays the server's width for infill (32 / 64 / 128) and rounds up to one of those
     or a multiple of 64 for repair (the extra positions are ``<eos>`` fill, as after any short reply)."""
     L = next(b for b in L_BUCKETS if b >= min(prompt_len, MAX_PROMPT))
-    C = next((w for w in (32, 64, 128) if canvas <= w), 64 * math.ceil(canvas / 64))
+    C = bucket_canvas(canvas)
     return max(1, min(max_batch, tokens_per_batch // (L + 2 * C))), L, C
+
+
+def bucket_canvas(canvas: int) -> int:
+    """The canvas width of ``bucket_shape``."""
+    return next((w for w in (32, 64, 128) if canvas <= w), 64 * math.ceil(canvas / 64))
 
 
 def build_batch(items: list[Item], canvas: int, rng: random.Random, *, eos: int, pad: int = 0) -> dict[str, Any]:
@@ -243,7 +248,6 @@ def to_tensors(batch: dict[str, Any], device: Any, sliding_window: int, length: 
     dec_pos = lens[:, None] + torch.arange(C, device=device)[None, :]
     return {
         "input_ids": ids,
-        "valid": valid,
         "valid_host": valid_host,
         "enc_mask": {"full_attention": enc[:, None], "sliding_attention": enc_sliding[:, None]},
         "dec_mask": {"full_attention": dec[:, None], "sliding_attention": dec[:, None]},
@@ -329,8 +333,8 @@ def denoise_loss(
 ) -> tuple[Any, dict[str, Any]]:
     """Encoder once (prompt -> KV cache), decoder on the noised canvas (twice with self-conditioning).
 
-    Tensors only, no host read-back: this is the part ``--compile`` hands to ``torch.compile``. Returns the loss and
-    detached statistics (tensors).
+    Tensors only, no host read-back (the part ``--cuda-graphs`` captures). Returns the loss and detached statistics
+    (tensors).
     """
     import torch
     from transformers import DynamicCache
@@ -466,11 +470,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-repair-canvas", type=int, default=384)
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
     ap.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile the step's tensor part (fewer, fused kernels; the eager step is launch-bound)",
-    )
-    ap.add_argument(
         "--cuda-graphs",
         action="store_true",
         help="replay the step's forward + backward as CUDA graphs, one per shape bucket (GPU only)",
@@ -544,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
     timed_steps, t_log = 0, time.perf_counter()
     V = config.text_config.vocab_size
     host_gen = torch.Generator().manual_seed(a.seed)
-    core = make_step_core(model, a, eos_id=tok.eos_token_id, amp=amp, say=say)
+    core = make_step_core(model, a, eos_id=tok.eos_token_id, amp=amp)
     graphed = GraphedStep(model, core, say) if a.cuda_graphs else None
     snapshot = _snapshot(model, opt)
     while True:
@@ -592,7 +591,7 @@ def main(argv: list[str] | None = None) -> None:
         C = canvas_for_batch(items, rng) if group == "repair" else width
         length, ar_count = None, None
         if graphed is not None:
-            C = bucket_shape(1, C, a.tokens_per_batch, a.max_batch)[2]
+            C = bucket_canvas(C)
         t_prep = time.perf_counter()
         batch = build_batch(items, C, rng, eos=tok.eos_token_id)
         if graphed is not None:
@@ -833,14 +832,8 @@ class GraphedStep:
         )
 
 
-def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = print) -> Any:
-    """``(tb, nz) -> (loss, stats)``: ``denoise_loss`` under bf16 autocast on a GPU, compiled with ``--compile``.
-
-    Compiled with dynamic shapes (batch, prompt length and canvas vary per batch); the recompile limit is raised
-    because each layer instance is its own guard set.
-    """
-    import functools
-
+def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool) -> Any:
+    """``(tb, nz, cache=None) -> (loss, stats)``: ``denoise_loss`` with the run's options, under bf16 autocast on a GPU."""
     import torch
 
     def core(tb: dict[str, Any], nz: dict[str, Any], cache: Any = None) -> Any:
@@ -857,32 +850,7 @@ def make_step_core(model: Any, a: Any, *, eos_id: int, amp: bool, say: Any = pri
                 cache=cache,
             )
 
-    if not getattr(a, "compile", False):
-        return core
-    import torch._dynamo
-
-    for key, value in (("recompile_limit", 64), ("accumulated_recompile_limit", 512)):
-        if hasattr(torch._dynamo.config, key):
-            setattr(torch._dynamo.config, key, value)
-    compiled = torch.compile(core, dynamic=True, backend=getattr(a, "compile_backend", "inductor"))
-
-    @functools.wraps(core)
-    def guarded(tb: dict[str, Any], nz: dict[str, Any]) -> Any:
-        nonlocal compiled
-        if compiled is None:
-            return core(tb, nz)
-        try:
-            return compiled(tb, nz)
-        except torch.OutOfMemoryError:
-            raise
-        except Exception as e:  # a compiler failure must not end a paid-for GPU run: fall back to eager
-            guarded.failure = f"{type(e).__name__}: {str(e)[:300]}"  # type: ignore[attr-defined]
-            say(f"torch.compile failed ({guarded.failure}); continuing eager")  # type: ignore[attr-defined]
-            compiled = None
-            return core(tb, nz)
-
-    guarded.failure = None  # type: ignore[attr-defined]
-    return guarded
+    return core
 
 
 class Feeder:
