@@ -34,18 +34,27 @@ TINY_LLAMA_VERSION = 3
 # for seconds, long enough to cancel it in the middle.
 # head_dim 32: vLLM's CPU attention supports 32/64/80/96/112/128/256 only.
 TINY_LLAMA = dict(vocab=512, hidden=128, layers=4, heads=4, kv_heads=2, intermediate=256, max_pos=8192)
+# vLLM's CPU engine makes the tiny model's tokens by the thousand per second; on a loaded 2-core CI machine its API
+# process then received a whole 1800-token reply as one late chunk, and the cancellation test had nothing left to
+# cancel (CI, stop 11). This one is ~30 M parameters (~10-30 ms a token on 2 cores): an 1800-token request runs for
+# half a minute, so it is still running whenever its first chunk arrives. Same tokenizer and template.
+TINY_LLAMA_VLLM = dict(TINY_LLAMA, hidden=512, layers=8, heads=8, kv_heads=4, intermediate=2048)
 
 
-def ensure_tiny_llama(cache_dir: str | Path | None = None) -> Path:
-    """A cached random-weight tiny Llama checkpoint (built in ~2 s on first use)."""
+def ensure_tiny_llama(cache_dir: str | Path | None = None, *, size: str = "tiny") -> Path:
+    """A cached random-weight tiny Llama checkpoint (built in a few seconds on first use).
+
+    ``size="vllm"`` is the wider variant :data:`TINY_LLAMA_VLLM` for vLLM's CPU server.
+    """
     base = Path(cache_dir) if cache_dir else default_cache_dir()
-    out = base / f"tiny-llama-remote-v{TINY_LLAMA_VERSION}"
+    name = f"tiny-llama-remote-v{TINY_LLAMA_VERSION}" if size == "tiny" else f"tiny-llama-{size}-v{TINY_LLAMA_VERSION}"
+    out = base / name
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    p = TINY_LLAMA
+    p = {"tiny": TINY_LLAMA, "vllm": TINY_LLAMA_VLLM}[size]
     tok = build_tokenizer(p["vocab"])
     eos = tok.convert_tokens_to_ids("<eos>")
     config = LlamaConfig(
@@ -66,13 +75,13 @@ def ensure_tiny_llama(cache_dir: str | Path | None = None) -> Path:
     with torch.no_grad():
         # Servers that sample (vLLM defaults to temperature 1) must not draw <eos> at random either: spread the
         # logits (std ~5) and zero the special tokens' rows, so their logit 0 sits ~15 below the best one.
-        model.lm_head.weight.mul_(22.0)
+        model.lm_head.weight.mul_(22.0 * (128 / p["hidden"]) ** 0.5)  # the same spread at any width
         model.lm_head.weight[: len(tok.all_special_ids)].zero_()
     # And for greedy servers (transformers serve): suppress the special tokens, so that a generation runs for
     # exactly max_tokens and the tests control its length.
     model.generation_config.suppress_tokens = list(tok.all_special_ids)
     model.generation_config.do_sample = False
-    tmp = base / f".tiny-llama-{os.getpid()}"
+    tmp = base / f".{name}-{os.getpid()}"
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     try:

