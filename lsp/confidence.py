@@ -1,0 +1,40 @@
+"""Withholding suggestions the model itself is unsure of (``min_confidence``).
+
+A backend that can read its own logits (the transformers backend) reports a suggestion's *confidence*: the
+geometric mean probability that each canvas's first denoising step -- from pure noise, so from the prompt alone --
+gave the tokens finally committed. (The last step's probabilities measure nothing: it sees its own canvas and
+re-predicts it; the small model gives its noise 0.96 there.) An undertrained model (the embedded small one) makes
+noise the prompt does not predict; showing it as ghost text would be worse than showing nothing. ``min_confidence`` unset means the serving model's own recommendation (a checkpoint may ship one
+in ``dgemma_lsp.json``; none means 0, i.e. every suggestion is shown); a backend that reports no confidence (remote
+servers, vLLM) is never gated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dgemma_lsp.backend.contract import Done
+
+
+def threshold(settings: Any, backend: Any) -> float:
+    """The threshold in force: the setting when set, else what the serving model recommends, else 0 (off)."""
+    chosen = getattr(settings, "min_confidence", None)
+    if chosen is not None:
+        return float(chosen)
+    inner = getattr(backend, "inner", backend)
+    return float(getattr(inner, "recommended_min_confidence", None) or 0.0)
+
+
+def confidence(done: Done | None) -> float | None:
+    if done is None:
+        return None
+    value = done.stats.extra.get("confidence")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def below(done: Done | None, limit: float) -> float | None:
+    """The reported confidence when it is under ``limit`` (the suggestion is withheld), else None."""
+    value = confidence(done)
+    if limit <= 0 or value is None or value >= limit:
+        return None
+    return value
