@@ -120,13 +120,16 @@ class Draft:
 
 @dataclass(slots=True)
 class Committed:
-    """A finished canvas. ``text`` stops at end-of-sequence when the canvas contains it."""
+    """A finished canvas. ``text`` stops at end-of-sequence when the canvas contains it. ``confidence``: the
+    geometric mean probability that the canvas's first denoising step (from pure noise: the prompt alone) gave the
+    kept tokens; None when the backend cannot tell."""
 
     canvas_index: int
     steps: int
     text: str
     token_ids: list[int] = field(default_factory=list)
     eos: bool = False
+    confidence: float | None = None
     kind: Literal["committed"] = "committed"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -115,6 +116,36 @@ class _PinLogits:
         return scores
 
 
+class _KeepLogits:
+    """Logits processor that changes nothing: it keeps a canvas's first and latest step's logits (after the pins,
+    before the temperature schedule), from which the committed canvas's confidence is read."""
+
+    def __init__(self) -> None:
+        self.first: Any = None  # the canvas's first step, from pure noise: what the prompt alone predicts
+        self.last: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.first is None:
+            self.first = scores
+        self.last = scores
+        return scores
+
+
+def token_logprobs(logits: Any, ids: Any, n: int) -> list[float]:
+    """Log-probabilities, under ``logits`` (one canvas), of the first ``n`` canvas tokens ``ids``."""
+    import torch
+
+    if n <= 0 or logits is None:
+        return []
+    lp = torch.log_softmax(logits[0, :n].float(), dim=-1)
+    idx = torch.as_tensor(ids[:n], device=lp.device).view(-1, 1)
+    return lp.gather(-1, idx).view(-1).tolist()
+
+
+def _geomean(logprobs: list[float]) -> float | None:
+    return round(math.exp(sum(logprobs) / len(logprobs)), 4) if logprobs else None
+
+
 class TransformersBackend:
     """Reference backend on transformers (CPU or one CUDA GPU)."""
 
@@ -136,6 +167,7 @@ class TransformersBackend:
         self._load_error: BackendError | None = None
         self.active = 0  # generations running in the worker thread right now
         self.steps_run = 0  # denoising steps executed, across all requests (for tests and status)
+        self.recommended_min_confidence: float | None = None  # from the checkpoint's dgemma_lsp.json, if any
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TransformersBackend:
@@ -207,6 +239,10 @@ class TransformersBackend:
             except ImportError as exc:
                 log.warning("Triton kernels unavailable, using transformers' own step: %s", exc)
         self.tokenizer, self.model, self.device = tokenizer, model, device
+        if local:
+            from .model_card import recommended_min_confidence
+
+            self.recommended_min_confidence = recommended_min_confidence(path)
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -233,6 +269,7 @@ class TransformersBackend:
         detail: dict[str, Any] = {"steps_run": self.steps_run, "active": self.active}
         if self.model is not None:
             detail["triton_kernels"] = type(self.model).__name__.startswith("Kernel")
+            detail["card_min_confidence"] = self.recommended_min_confidence
         if self.model is not None:
             cfg = self.model.config
             detail.update(
@@ -372,6 +409,10 @@ class TransformersBackend:
                         )
                     )
 
+        keep = _KeepLogits()
+        processors.append(keep)  # after the pins: a pinned token counts as certain
+        logprobs: list[float] = []  # of the committed tokens at their canvas's first step
+        final: list[float] = []  # the same at the last step (diagnostics only)
         stats = Stats(backend=self.name, model=self.model_label, prompt_tokens=len(prompt))
         state = {"canvas": 0, "step": 0, "seen_prompt": False}
         committed_texts: list[str] = []
@@ -386,12 +427,20 @@ class TransformersBackend:
                 ids = value[0].tolist()
                 kept, eos = backend.cut_at_eos(ids)
                 text = tok.decode(kept, skip_special_tokens=True)
+                # Confidence: how strongly the first step (pure noise, the prompt alone) predicted the committed
+                # tokens. The last step's probabilities are no measure: it sees its own canvas and re-predicts it
+                # (the small model gives its noise 0.96 there). The end-of-sequence token counts too.
+                n = len(kept) + eos
+                lps = token_logprobs(keep.first, ids, n)
+                logprobs.extend(lps)
+                final.extend(token_logprobs(keep.last, ids, n))
+                keep.first = None
                 if stats.first_commit_s is None:
                     stats.first_commit_s = time.monotonic() - t0
                 stats.steps_per_canvas.append(state["step"])
                 stats.tokens += len(kept)
                 committed_texts.append(text)
-                emit(Committed(state["canvas"], state["step"], text, ids, eos))
+                emit(Committed(state["canvas"], state["step"], text, ids, eos, _geomean(lps)))
                 finished["eos"] = finished["eos"] or eos
                 state["canvas"] += 1
                 state["step"] = 0
@@ -437,4 +486,7 @@ class TransformersBackend:
         stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
         stats.wall_s = time.monotonic() - t0
         stats.extra["device"] = self.device
+        if logprobs:
+            stats.extra["confidence"] = _geomean(logprobs)
+            stats.extra["last_step_confidence"] = _geomean(final)
         emit(Done("".join(committed_texts), stats))

@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--line", type=int, required=True)
     c.add_argument("--character", type=int, required=True)
     c.add_argument("--language", help="language id (default: from the file name)")
+    c.add_argument(
+        "--min-confidence",
+        dest="min_confidence",
+        type=float,
+        help="withhold suggestions below this confidence (0 = show all; default: the model's recommendation)",
+    )
     _common(c, sub=True)
 
     f = sub.add_parser("fix", help="repair broken JSON/JSONC/Markdown structure")
@@ -72,6 +78,8 @@ def _settings(args: argparse.Namespace) -> Any:
     cli = {k: getattr(args, k, None) for k in ("backend", "model", "device", "base_url", "denoising_steps", "seed")}
     if getattr(args, "repair", None):
         cli["repair"] = args.repair
+    if getattr(args, "min_confidence", None) is not None:
+        cli["min_confidence"] = args.min_confidence
     if getattr(args, "log_file", None):
         cli["log_file"] = args.log_file
     try:
@@ -148,6 +156,13 @@ async def _complete(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_BACKEND) from None
     finally:
         await backend.aclose()
+    held = result.extra.get("withheld")
+    if held:  # nothing on stdout (what an editor would show), the reason and the withheld text on stderr
+        print(
+            f"dgemma-lsp: suggestion withheld: confidence {held['confidence']:.3g} < min_confidence "
+            f"{held['min_confidence']:.2f} (set min_confidence = 0 to see it): {held['text']!r}",
+            file=sys.stderr,
+        )
     sys.stdout.write(result.text)
     if not result.text.endswith("\n"):
         sys.stdout.write("\n")
@@ -276,6 +291,15 @@ async def _doctor(args: argparse.Namespace) -> int:
             await backend.start(None)
             info = backend.info()
             print(f"status        ready on {info.device}")
+            from .lsp.confidence import threshold
+
+            gate = threshold(settings, backend)
+            source = "min_confidence" if settings.min_confidence is not None else "the model's own recommendation"
+            print(
+                f"suggestions   withheld below confidence {gate:.2f} ({source})"
+                if gate > 0
+                else "suggestions   all shown (min_confidence 0)"
+            )
             for k, v in info.detail.items():
                 print(f"  {k:<22}{v}")
         await backend.aclose()

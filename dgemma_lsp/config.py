@@ -50,6 +50,7 @@ class Settings:
     max_concurrent: int = 4
     cache_size: int = 256
     invoked_candidates: int = 3
+    min_confidence: float | None = None  # withhold suggestions below it; None = the model's own recommendation
     # features
     enable: dict[str, bool] = field(default_factory=dict)  # per language id, e.g. {"markdown": false}
     inline_completion: bool = True
@@ -114,6 +115,8 @@ class Settings:
             raise ConfigError("debounce_ms and debounce_max_ms must be >= 0")
         if not 0 <= self.t_min < self.t_max:
             raise ConfigError("temperatures need 0 <= t_min < t_max")
+        if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
+            raise ConfigError("min_confidence must be between 0 and 1 (or unset: the model's own recommendation)")
         if self.repair not in ("auto", "model", "rules"):
             raise ConfigError("repair must be auto, model or rules")
 

@@ -40,6 +40,7 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.config import Settings
 
+from .confidence import below, threshold
 from .context import Snippet, build_context, plan_completion
 from .debounce import AdaptiveDebounce
 from .documents import Document
@@ -321,6 +322,10 @@ class CompletionEngine:
             if job.superseded:
                 return None
             stream = s.stream_canvas
+            gate = threshold(s, backend)
+            # Under a confidence gate nothing is previewed before the gate has seen the whole suggestion: a draft
+            # would show exactly the noise the gate is there to hide. The final notification still comes.
+            preview = stream and gate <= 0
             base = {
                 "uri": doc.uri,
                 "version": doc.version,
@@ -339,22 +344,32 @@ class CompletionEngine:
                 # the backend honours req.deadline; this guard catches one that hangs anyway
                 async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
                     async for ev in agen:
-                        if isinstance(ev, Draft) and stream:
+                        if isinstance(ev, Draft) and preview:
                             shown = clean("".join(committed) + ev.text)
                             if shown != last_sent:
                                 last_sent = shown
                                 self._canvas(base, shown, "draft", ev.canvas_index, ev.step, False)
                         elif isinstance(ev, Committed):
                             committed.append(ev.text)
-                            if stream:
+                            if preview:
                                 self._canvas(
                                     base, clean("".join(committed)), "committed", ev.canvas_index, ev.steps, False
                                 )
                         elif isinstance(ev, Done):
                             final_text = ev.text
                             outcome = "completed"
+                            low = below(ev, gate)
+                            if low is not None and clean(ev.text):
+                                # the model's own confidence says noise: show nothing rather than noise
+                                outcome, final_text = "withheld", ""
+                                self.stats.inc("withheld")
+                                self._log(
+                                    logging.INFO,
+                                    f"suggestion withheld: confidence {low:.3g} < min_confidence {gate:.2f} "
+                                    f"({backend.name})",
+                                )
                             break
-                if outcome != "completed":
+                if outcome not in ("completed", "withheld"):
                     raise BackendError("the backend stream ended without a result")
                 return final_text
             except asyncio.CancelledError:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from dgemma_lsp.backend.contract import CancelToken, CanvasEvent, CanvasRequest, Committed, Done, Draft
 
+from .confidence import below, threshold
 from .context import CompletionPlan, CursorContext, build_context, plan_completion
 from .postprocess import clean_completion
 from .prompt import build_infill_messages
@@ -161,4 +162,9 @@ async def infill(
         if aclose is not None:
             await aclose()
     result.text = clean_completion(result.raw, ctx, plan)
+    limit = threshold(settings, backend)
+    low = below(result.done, limit)
+    if low is not None and result.text:
+        result.extra["withheld"] = {"text": result.text, "confidence": low, "min_confidence": limit}
+        result.text = ""
     return result

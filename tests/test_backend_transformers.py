@@ -100,6 +100,23 @@ async def test_pinned_positions_never_change(backend):
 
 
 @module_loop
+async def test_confidence_is_what_the_first_step_predicted(backend):
+    """Each canvas reports how strongly its first step (the prompt alone) predicted what it committed: certainty
+    where every token is pinned, about chance (1 / vocabulary) for a random-weight model's own noise."""
+    vocab = backend.model.config.text_config.vocab_size
+    stops = backend._stop_ids()
+    seed = [t for t in ((17 * i + 5) % vocab for i in range(64)) if t not in stops][:32]
+    pinned = await collect(backend.generate(_req(seed_canvas=seed, pinned=list(range(32)), max_denoising_steps=4)))
+    assert pinned.text and pinned.stats.extra["confidence"] == 1.0
+    events = [e async for e in backend.generate(_req(max_denoising_steps=4, rng_seed=5))]
+    free = events[-1]
+    assert isinstance(free, Done) and free.text
+    assert 0 < free.stats.extra["confidence"] < 20 / vocab
+    committed = [e for e in events if isinstance(e, Committed)]
+    assert all(c.confidence is not None and 0 < c.confidence < 20 / vocab for c in committed)
+
+
+@module_loop
 async def test_unpinned_seed_canvas_is_refined(backend):
     vocab = backend.model.config.text_config.vocab_size
     seed = [(17 * i + 5) % vocab for i in range(32)]

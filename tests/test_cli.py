@@ -59,12 +59,19 @@ def test_complete_and_fix_end_to_end(tiny, tmp_path):
 
 
 def test_complete_names_the_embedded_model_it_used(tmp_path):
-    """Without --model the embedded default answers, and the CLI says which one (it is labelled experimental)."""
+    """Without --model the embedded default answers, and the CLI says which one (it is labelled experimental).
+    Its completions are noise, which its own confidence gate withholds: nothing on stdout, the reason and the
+    withheld text on stderr; ``--min-confidence 0`` shows it."""
     src = tmp_path / "add.py"
     src.write_text("def add(a, b):\n    return \n")
     r = run_cli("complete", str(src), "--line", "1", "--character", "11", "--steps", "4")
     assert r.returncode == 0, r.stderr
-    assert "dgemma-lsp: model: embedded small model, experimental" in r.stderr.decode()
+    err = r.stderr.decode()
+    assert "dgemma-lsp: model: embedded small model, experimental" in err
+    assert "suggestion withheld: confidence" in err and "< min_confidence 0.05" in err
+    assert r.stdout.decode().strip() == ""
+    shown = run_cli("complete", str(src), "--line", "1", "--character", "11", "--steps", "4", "--min-confidence", "0")
+    assert shown.returncode == 0 and shown.stdout.decode().strip() and "withheld" not in shown.stderr.decode()
 
 
 def test_fix_reads_stdin_and_prints_a_diff(capsys, monkeypatch):

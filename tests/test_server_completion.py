@@ -280,3 +280,27 @@ async def test_items_extend_the_selected_completion(lsp):
         assert item.insert_text.startswith("path") and len(item.insert_text) > 4
         assert item.range.start == types.Position(line=1, character=3)
         assert item.range.end == types.Position(line=1, character=5)
+
+
+async def test_low_confidence_suggestion_is_withheld_not_shown(lsp):
+    """min_confidence withholds what the model itself does not predict: the tiny model's random-weight noise (its
+    confidence is ~1 / vocabulary) gives no item, the final canvas notification clears the ghost text with outcome
+    "withheld" (no draft previewed it before), and the count shows in the status; at 0 the same request is shown
+    again."""
+    uri = "file:///t/withheld.py"
+    open_doc(lsp, uri, "def area(r):\n    return ")
+    await configure(lsp, minConfidence=0.5, seed=11)
+    try:
+        before = counts(await status(lsp)).get("withheld", 0)
+        items = await complete(lsp, uri, 1, 11, invoked=True)
+        assert items == []
+        seen = [n for n in lsp.canvas if n.uri == uri]
+        assert seen and all(n.final for n in seen)  # no draft previews the noise before the gate has seen it
+        assert all(n.outcome == "withheld" and n.text == "" for n in seen)
+        assert counts(await status(lsp))["withheld"] >= before + 1
+        assert "suggestion withheld: confidence" in lsp.log_path.read_text()
+        await configure(lsp, minConfidence=0, seed=11)
+        assert [i.insert_text for i in await complete(lsp, uri, 1, 11, invoked=True)]
+        assert any(not n.final for n in lsp.canvas if n.uri == uri)  # and previewed while it denoised
+    finally:
+        await configure(lsp)

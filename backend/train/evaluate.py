@@ -57,8 +57,11 @@ def eval_docs(pack: str | None, n_python: int) -> dict[str, list[sources.Doc]]:
 
 
 def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
+    from dgemma_lsp.lsp.confidence import confidence
     from dgemma_lsp.lsp.infill import infill
 
+    gate = getattr(backend, "recommended_min_confidence", None) or 0.0
+    settings, _ = settings.merged({"min_confidence": 0.0})
     rng = random.Random(EVAL_SEED)
     langs = {"python": 0.6, "javascript": 0.25, "markdown": 0.15}
     langs = {k: v for k, v in langs.items() if docs.get(k)}
@@ -80,7 +83,10 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
         dt = time.perf_counter() - t0
         middle = doc.text[start:end]
         expected = middle.split("\n", 1)[0] if res.plan.mode == "single" else middle
+        # scored before the confidence gate (evaluation runs with min_confidence 0); "shown" applies the gate
+        # the checkpoint recommends, as the server would
         got = res.text
+        conf = confidence(res.done)
         # The suggestion replaces auto-inserted closers it repeats; compare the text the user would get.
         closers = res.context.line_suffix[: res.plan.replace_suffix_chars]
         if closers and got.endswith(closers) and not expected.endswith(closers):
@@ -95,13 +101,27 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
                 exact=exact,
                 prefix=prefix,
                 empty=not got.strip(),
+                confidence=conf,
+                shown=bool(got.strip()) and (conf is None or conf >= gate),
                 expected=expected,
                 got=got,
                 seconds=dt,
                 path=doc.relpath,
             )
         )
-    return summarize(rows, ["lang", "mode"], ["exact", "prefix", "empty"]) | {"samples": rows[:40]}
+    shown = [r for r in rows if r["shown"]]
+    gated = {
+        "min_confidence": gate,
+        "shown": len(shown),
+        "shown_exact": sum(r["exact"] for r in shown),
+        "shown_prefix": sum(r["prefix"] for r in shown),
+        "withheld_exact": sum(r["exact"] for r in rows if not r["shown"]),
+        "confidence_median": statistics.median(c)
+        if (c := [r["confidence"] for r in rows if r["confidence"]])
+        else None,
+    }
+    out = summarize(rows, ["lang", "mode"], ["exact", "prefix", "empty"])
+    return out | {"gate": gated, "samples": rows[:40]}
 
 
 def model_repair(backend: Any, text: str, language: str, settings: Settings) -> str | None:
@@ -109,7 +129,12 @@ def model_repair(backend: Any, text: str, language: str, settings: Settings) -> 
     from dgemma_lsp.lsp.repair import repair
     from dgemma_lsp.lsp.repair.edits import apply_edits
 
-    fixes = asyncio.run(repair(text, language, None, mode="model", generate=backend.generate, settings=settings))
+    # the tokenizer as the CLI passes it: it seeds the canvas with the broken text's own tokens and sizes the canvas
+    # as in training (without it, the request is a remote backend's: seed text, canvas from a byte estimate)
+    tokenizer = getattr(backend, "tokenizer", None)
+    fixes = asyncio.run(
+        repair(text, language, None, mode="model", generate=backend.generate, settings=settings, tokenizer=tokenizer)
+    )
     if not fixes:
         return None
     fix = fixes[0]
