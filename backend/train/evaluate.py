@@ -124,6 +124,56 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
     return out | {"gate": gated, "samples": rows[:40]}
 
 
+# The issue's "simple cases" (close a bracket, finish an obvious return...): (code before the cursor, language,
+# expected suggestion). Hand-made, so never in training data.
+SIMPLE_CASES = [
+    ("total = max(len(items), len(other)\n", "python", ")"),
+    ("def add(a, b):\n    return a", "python", " + b"),
+    ("x = [1, 2, 3\n", "python", "]"),
+    ("print(foo(bar)\n", "python", ")"),
+    ("values = {'a': 1, 'b': 2\n", "python", "}"),
+    ("const xs = [1, 2, 3\n", "javascript", "]"),
+    ("if (x > 0 {\n", "javascript", ")"),
+    ("for i in range(10\n", "python", "):"),
+    ("result = compute(a, b\n", "python", ")"),
+    ("import os\nimport sys\nimport ", "python", "json"),
+    ("def f(x):\n    return x * x\n\n\ndef g(y):\n    return y", "python", " * y"),
+    ("items = []\nfor x in data:\n    items.append(x", "python", ")"),
+]
+
+
+def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
+    """The hand-made simple cases: the model's own suggestion (before the gate), right or not, its confidence,
+    and whether the checkpoint's gate would show it."""
+    from dgemma_lsp.lsp.confidence import confidence
+    from dgemma_lsp.lsp.infill import infill
+
+    gate = getattr(backend, "recommended_min_confidence", None) or 0.0
+    settings, _ = settings.merged({"min_confidence": 0.0})
+    rows = []
+    for code, lang, want in SIMPLE_CASES:
+        # the cursor ends the first line of a case that ends in a line break, else the code
+        offset = len(code) - 1 if code.endswith("\n") else len(code)
+        path = "x.py" if lang == "python" else "x.js"
+        t0 = time.perf_counter()
+        res = asyncio.run(infill(backend, code, offset, language_id=lang, path=path, settings=settings, seed=0))
+        conf = confidence(res.done)
+        rows.append(
+            dict(
+                code=code,
+                expected=want,
+                got=res.text,
+                right=res.text.rstrip() == want,
+                confidence=conf,
+                shown=bool(res.text.strip()) and (conf is None or conf >= gate),
+                seconds=time.perf_counter() - t0,
+            )
+        )
+        print("simple", repr(want), repr(res.text[:40]), conf, flush=True)
+    out = summarize(rows, [], ["right", "shown"])
+    return out | {"min_confidence": gate, "max_confidence": max((r["confidence"] or 0) for r in rows), "samples": rows}
+
+
 def model_repair(backend: Any, text: str, language: str, settings: Settings) -> str | None:
     """What ``dgemma-lsp fix --repair model`` prints: the first validated model fix applied, or None."""
     from dgemma_lsp.lsp.repair import repair
@@ -327,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-tables", type=int, default=60)
     ap.add_argument("--python-files", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", default="infill,json,tables,latency")
+    ap.add_argument("--only", default="simple,infill,json,tables,latency", help="also: teacher")
     ap.add_argument("--out", default="")
     ap.add_argument(
         "--repair-attempts", type=int, default=1, help="model repair attempts per document (the server's default: 3)"
@@ -345,6 +395,9 @@ def main(argv: list[str] | None = None) -> None:
     if "teacher" in only:
         report["teacher"] = run_teacher(a.model, docs)
         print("teacher", json.dumps(report["teacher"]), flush=True)
+    if "simple" in only:
+        report["simple"] = run_simple(backend, settings)
+        print("simple", json.dumps({k: v for k, v in report["simple"].items() if k != "samples"}), flush=True)
     if "infill" in only:
         report["infill"] = run_infill(backend, docs, a.n_infill, settings)
         print("infill", json.dumps({k: v for k, v in report["infill"].items() if k != "samples"}), flush=True)
