@@ -117,17 +117,17 @@ class _PinLogits:
 
 
 class _KeepLogits:
-    """Logits processor that changes nothing: it keeps a canvas's first and latest step's logits (after the pins,
-    before the temperature schedule), from which the committed canvas's confidence is read."""
+    """Logits processor that changes nothing: it keeps a canvas's first step's logits (after the pins, before the
+    temperature schedule), from which the committed canvas's confidence is read."""
+
+    observes_only = True  # the Triton kernel step (kernels/hf.py) keeps running with it in the list
 
     def __init__(self) -> None:
         self.first: Any = None  # the canvas's first step, from pure noise: what the prompt alone predicts
-        self.last: Any = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         if self.first is None:
             self.first = scores
-        self.last = scores
         return scores
 
 
@@ -412,7 +412,6 @@ class TransformersBackend:
         keep = _KeepLogits()
         processors.append(keep)  # after the pins: a pinned token counts as certain
         logprobs: list[float] = []  # of the committed tokens at their canvas's first step
-        final: list[float] = []  # the same at the last step (diagnostics only)
         stats = Stats(backend=self.name, model=self.model_label, prompt_tokens=len(prompt))
         state = {"canvas": 0, "step": 0, "seen_prompt": False}
         committed_texts: list[str] = []
@@ -433,7 +432,6 @@ class TransformersBackend:
                 n = len(kept) + eos
                 lps = token_logprobs(keep.first, ids, n)
                 logprobs.extend(lps)
-                final.extend(token_logprobs(keep.last, ids, n))
                 keep.first = None
                 if stats.first_commit_s is None:
                     stats.first_commit_s = time.monotonic() - t0
@@ -488,5 +486,4 @@ class TransformersBackend:
         stats.extra["device"] = self.device
         if logprobs:
             stats.extra["confidence"] = _geomean(logprobs)
-            stats.extra["last_step_confidence"] = _geomean(final)
         emit(Done("".join(committed_texts), stats))

@@ -55,6 +55,31 @@ def test_full_generation_runs_and_stays_in_vocabulary(tiny_models) -> None:
     assert int(new.max()) < fast.config.text_config.vocab_size
 
 
+def test_an_observing_processor_keeps_the_kernel_step(tiny_models, monkeypatch) -> None:
+    """The backend always adds its confidence recorder to the processors; the kernel step must still run (it
+    falls back to transformers' step for any processor that changes logits) and show the recorder the logits."""
+    from transformers import LogitsProcessorList
+
+    from dgemma_lsp.backend.kernels import hf
+    from dgemma_lsp.backend.transformers_backend import _KeepLogits
+
+    _, fast = tiny_models
+    calls = []
+    real = hf.denoise_step
+    monkeypatch.setattr(hf, "denoise_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    keep = _KeepLogits()
+    torch.manual_seed(0)
+    c = fast.config.canvas_length
+    fast.generate(
+        torch.tensor([[2, 50, 51]]),
+        max_new_tokens=c,
+        max_denoising_steps=2,
+        logits_processor=LogitsProcessorList([keep]),
+    )
+    assert calls, "the kernel step was skipped"
+    assert keep.first is not None and keep.first.shape[-1] == fast.config.text_config.vocab_size
+
+
 if _LATE:  # replace the in-process tests by one run of this file in a fresh interpreter-mode process
     for _name in [n for n in globals() if n.startswith("test_")]:
         del globals()[_name]

@@ -38,7 +38,10 @@ class KernelDenoisingMixin:
         current_canvas = kwargs["current_canvas"]
         logits_processor = kwargs["logits_processor"]
         crit = kwargs["diffusion_stopping_criteria"]
-        procs = list(logits_processor)
+        # Observers (``observes_only``: they read the logits and change nothing, like the backend's confidence
+        # recorder) do not stop the kernel step: they are shown the raw logits, as in transformers' own step.
+        observers = [p for p in logits_processor if getattr(p, "observes_only", False)]
+        procs = [p for p in logits_processor if not getattr(p, "observes_only", False)]
         simple = (
             kernels_usable(current_canvas.device)
             and len(procs) == 1
@@ -61,6 +64,8 @@ class KernelDenoisingMixin:
         )
         proc = procs[0]
         raw = out.logits
+        for observer in observers:
+            observer(kwargs["input_ids"], raw)
         b, c, v = raw.shape
         temperature = proc.t_min + (proc.t_max - proc.t_min) * (cur_step / proc.max_denoising_steps)
         emb_dtype = self.model.decoder.embed_tokens.weight.dtype
