@@ -1,22 +1,40 @@
-"""``dgemma_lsp.json`` in a checkpoint folder: what a checkpoint says about how it should be served.
+"""``dgemma_lsp.json`` in a checkpoint folder: what a checkpoint recommends about how it is served.
 
-Only ``min_confidence`` so far: the suggestion threshold the checkpoint's own evaluation supports (see
-``lsp/confidence.py``). The embedded small model ships one; a folder without the file recommends nothing.
+Recognised keys: ``min_confidence`` (the suggestion gate, ``lsp/confidence.py``) and ``t_min`` / ``t_max`` (the
+completion temperature schedule). Each applies only where the user left the setting unset; anything else in the
+file (a ``why``) is for people. The embedded small model ships one; a folder without the file recommends nothing.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 MODEL_CARD = "dgemma_lsp.json"
 
 
-def recommended_min_confidence(model_dir: str | Path) -> float | None:
-    """The threshold a checkpoint folder recommends for itself, or None (no card, or an unusable value)."""
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read_card(model_dir: str | Path) -> dict[str, float]:
+    """The usable recommendations of a checkpoint folder's card ({} without one); invalid entries are dropped."""
     try:
         card = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))
-        value = float(card["min_confidence"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return value if 0.0 <= value <= 1.0 else None
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(card, dict):
+        return {}
+    out: dict[str, float] = {}
+    gate = _number(card.get("min_confidence"))
+    if gate is not None and 0.0 <= gate <= 1.0:
+        out["min_confidence"] = gate
+    lo, hi = _number(card.get("t_min")), _number(card.get("t_max"))
+    if lo is not None and hi is not None and 0.0 <= lo < hi:
+        out["t_min"], out["t_max"] = lo, hi
+    return out
+
+
+def recommended_min_confidence(model_dir: str | Path) -> float | None:
+    return read_card(model_dir).get("min_confidence")

@@ -167,7 +167,7 @@ class TransformersBackend:
         self._load_error: BackendError | None = None
         self.active = 0  # generations running in the worker thread right now
         self.steps_run = 0  # denoising steps executed, across all requests (for tests and status)
-        self.recommended_min_confidence: float | None = None  # from the checkpoint's dgemma_lsp.json, if any
+        self.recommended: dict[str, float] = {}  # the checkpoint's dgemma_lsp.json, if any (model_card.py)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TransformersBackend:
@@ -240,9 +240,9 @@ class TransformersBackend:
                 log.warning("Triton kernels unavailable, using transformers' own step: %s", exc)
         self.tokenizer, self.model, self.device = tokenizer, model, device
         if local:
-            from .model_card import recommended_min_confidence
+            from .model_card import read_card
 
-            self.recommended_min_confidence = recommended_min_confidence(path)
+            self.recommended = read_card(path)
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -269,7 +269,7 @@ class TransformersBackend:
         detail: dict[str, Any] = {"steps_run": self.steps_run, "active": self.active}
         if self.model is not None:
             detail["triton_kernels"] = type(self.model).__name__.startswith("Kernel")
-            detail["card_min_confidence"] = self.recommended_min_confidence
+            detail["recommended"] = self.recommended
         if self.model is not None:
             cfg = self.model.config
             detail.update(

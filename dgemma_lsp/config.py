@@ -36,8 +36,8 @@ class Settings:
     multi_line_canvas: int = 128
     denoising_steps: int = 16
     entropy_bound: float = 0.1
-    t_min: float = 0.4
-    t_max: float = 0.8
+    t_min: float | None = None  # completion temperature schedule; unset: the model's recommendation, else 0.4
+    t_max: float | None = None  # ... else 0.8 (set both or neither)
     seed: int | None = 0
     # prompt context (tokens)
     max_prefix_tokens: int = 1024
@@ -58,6 +58,8 @@ class Settings:
     stream_canvas: bool = True
     repair: str = "auto"  # auto | model | rules
     repair_attempts: int = 3
+    repair_t_min: float = 0.1  # repair samples cooler than completion (lsp/repair/model.py: attempt_temperatures)
+    repair_t_max: float = 0.3
     max_document_bytes: int = 5_000_000
     # remote backend (openai)
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -113,8 +115,12 @@ class Settings:
             raise ConfigError("entropy_bound must be > 0")
         if self.debounce_ms < 0 or self.debounce_max_ms < 0:
             raise ConfigError("debounce_ms and debounce_max_ms must be >= 0")
-        if not 0 <= self.t_min < self.t_max:
+        if (self.t_min is None) != (self.t_max is None):
+            raise ConfigError("set t_min and t_max together (or neither: the model's recommendation)")
+        if self.t_min is not None and self.t_max is not None and not 0 <= self.t_min < self.t_max:
             raise ConfigError("temperatures need 0 <= t_min < t_max")
+        if not 0 <= self.repair_t_min < self.repair_t_max:
+            raise ConfigError("repair temperatures need 0 <= repair_t_min < repair_t_max")
         if self.min_confidence is not None and not 0.0 <= self.min_confidence <= 1.0:
             raise ConfigError("min_confidence must be between 0 and 1 (or unset: the model's own recommendation)")
         if self.repair not in ("auto", "model", "rules"):

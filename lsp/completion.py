@@ -281,7 +281,13 @@ class CompletionEngine:
             if invoked and s.seed is None:
                 seed = i
             req = make_request(
-                ctx, plan, s, seed=seed, deadline=time.monotonic() + s.request_timeout_s, want_drafts=s.stream_canvas
+                ctx,
+                plan,
+                s,
+                seed=seed,
+                deadline=time.monotonic() + s.request_timeout_s,
+                want_drafts=s.stream_canvas,
+                backend=backend,
             )
             req.tag = "complete"
 

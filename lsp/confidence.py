@@ -1,4 +1,5 @@
-"""Withholding suggestions the model itself is unsure of (``min_confidence``).
+"""Withholding suggestions the model itself is unsure of (``min_confidence``), and the other settings a
+checkpoint may recommend for itself (the temperature schedule).
 
 A backend that can read its own logits (the transformers backend) reports a suggestion's *confidence*: the
 geometric mean probability that each canvas's first denoising step -- from pure noise, so from the prompt alone --
@@ -15,14 +16,34 @@ from typing import Any
 
 from dgemma_lsp.backend.contract import Done
 
+DEFAULT_TEMPERATURES = (0.4, 0.8)  # transformers' DiffusionGemma generation defaults (t_min, t_max)
+
+
+def recommended(backend: Any) -> dict[str, float]:
+    """The serving checkpoint's recommendations (``backend/model_card.py``); {} when it has none."""
+    inner = getattr(backend, "inner", backend)  # the server's fault-injection wrapper
+    rec = getattr(inner, "recommended", None)
+    return rec if isinstance(rec, dict) else {}
+
 
 def threshold(settings: Any, backend: Any) -> float:
     """The threshold in force: the setting when set, else what the serving model recommends, else 0 (off)."""
     chosen = getattr(settings, "min_confidence", None)
     if chosen is not None:
         return float(chosen)
-    inner = getattr(backend, "inner", backend)
-    return float(getattr(inner, "recommended_min_confidence", None) or 0.0)
+    return float(recommended(backend).get("min_confidence") or 0.0)
+
+
+def temperatures(settings: Any, backend: Any) -> tuple[float, float]:
+    """The completion temperature schedule (t_min, t_max): the settings when set, else the model's
+    recommendation, else transformers' defaults."""
+    lo, hi = getattr(settings, "t_min", None), getattr(settings, "t_max", None)
+    if lo is not None and hi is not None:
+        return float(lo), float(hi)
+    rec = recommended(backend)
+    if "t_min" in rec and "t_max" in rec:
+        return rec["t_min"], rec["t_max"]
+    return DEFAULT_TEMPERATURES
 
 
 def confidence(done: Done | None) -> float | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from dgemma_lsp.backend.contract import CancelToken, CanvasEvent, CanvasRequest, Committed, Done, Draft
 
-from .confidence import below, threshold
+from .confidence import below, temperatures, threshold
 from .context import CompletionPlan, CursorContext, build_context, plan_completion
 from .postprocess import clean_completion
 from .prompt import build_infill_messages
@@ -86,15 +86,17 @@ def make_request(
     cancel: CancelToken | None = None,
     deadline: float | None = None,
     want_drafts: bool = True,
+    backend: Backend | None = None,
 ) -> CanvasRequest:
+    t_min, t_max = temperatures(settings, backend)
     return CanvasRequest(
         messages=build_infill_messages(ctx, plan),
         canvas_length=plan.canvas_length,
         max_new_tokens=plan.canvas_length,
         max_denoising_steps=settings.denoising_steps,
         entropy_bound=settings.entropy_bound,
-        t_min=settings.t_min,
-        t_max=settings.t_max,
+        t_min=t_min,
+        t_max=t_max,
         rng_seed=seed,
         cancel=cancel,
         deadline=deadline,
@@ -140,6 +142,7 @@ async def infill(
         cancel=cancel,
         deadline=deadline,
         want_drafts=on_event is not None,
+        backend=backend,
     )
     result = InfillResult(text="", plan=plan, context=ctx)
     committed: list[str] = []

@@ -646,14 +646,17 @@ class DGemmaServer(LanguageServer):
         tokens = backend.count_tokens(selection) if backend is not None else len(selection) // 3
         canvas = max(1, min(s.canvas_length, 4096))
         total = min(4096, max(canvas, ((tokens * 3 // 2) // canvas + 1) * canvas))
+        from .confidence import temperatures
+
+        t_min, t_max = temperatures(s, backend)
         req = CanvasRequest(
             messages=messages,
             canvas_length=canvas,
             max_new_tokens=total,
             max_denoising_steps=s.denoising_steps,
             entropy_bound=s.entropy_bound,
-            t_min=s.t_min,
-            t_max=s.t_max,
+            t_min=t_min,
+            t_max=t_max,
             rng_seed=s.seed,
             want_drafts=False,
             tag="rewrite",

@@ -7,14 +7,16 @@ import json
 import pytest
 
 from dgemma_lsp.backend.contract import Done, Stats
-from dgemma_lsp.backend.model_card import recommended_min_confidence
+from dgemma_lsp.backend.model_card import read_card, recommended_min_confidence
 from dgemma_lsp.config import ConfigError, Settings
-from dgemma_lsp.lsp.confidence import below, threshold
+from dgemma_lsp.lsp.confidence import below, temperatures, threshold
 
 
 class _Backend:  # only the attribute the gate reads (a real backend sets it from the checkpoint's card)
-    def __init__(self, recommended: float | None) -> None:
-        self.recommended_min_confidence = recommended
+    def __init__(self, gate: float | None, temps: tuple[float, float] | None = None) -> None:
+        self.recommended = {} if gate is None else {"min_confidence": gate}
+        if temps:
+            self.recommended.update(t_min=temps[0], t_max=temps[1])
 
 
 class _Wrapper:  # the server's fault-injection wrapper exposes the real backend as .inner
@@ -50,6 +52,17 @@ def test_min_confidence_out_of_range_is_a_clear_error() -> None:
         Settings().merged({"minConfidence": 1.5})
 
 
+def test_temperatures_setting_then_card_then_transformers_defaults() -> None:
+    assert temperatures(Settings(), _Backend(None)) == (0.4, 0.8)
+    assert temperatures(Settings(), _Wrapper(_Backend(0.05, (0.1, 0.3)))) == (0.1, 0.3)
+    mine, _ = Settings().merged({"tMin": 0.2, "tMax": 0.6})
+    assert temperatures(mine, _Backend(0.05, (0.1, 0.3))) == (0.2, 0.6)
+    with pytest.raises(ConfigError, match="set t_min and t_max together"):
+        Settings().merged({"t_min": 0.2})
+    with pytest.raises(ConfigError, match="0 <= t_min < t_max"):
+        Settings().merged({"t_min": 0.6, "t_max": 0.2})
+
+
 def test_model_card(tmp_path) -> None:
     assert recommended_min_confidence(tmp_path) is None  # no card
     card = tmp_path / "dgemma_lsp.json"
@@ -58,9 +71,13 @@ def test_model_card(tmp_path) -> None:
     for bad in ("{", json.dumps({"min_confidence": "high"}), json.dumps({"min_confidence": 2}), json.dumps([1])):
         card.write_text(bad)
         assert recommended_min_confidence(tmp_path) is None
+    card.write_text(json.dumps({"t_min": 0.1, "t_max": 0.3, "why": "text"}))
+    assert read_card(tmp_path) == {"t_min": 0.1, "t_max": 0.3}
+    card.write_text(json.dumps({"t_min": 0.5, "t_max": 0.3, "min_confidence": True}))  # unusable: dropped
+    assert read_card(tmp_path) == {}
 
 
-def test_the_shipped_small_model_recommends_a_gate() -> None:
+def test_the_shipped_small_model_recommends_a_gate_and_cool_sampling() -> None:
     from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
 
-    assert recommended_min_confidence(SMALL_MODEL_DIR) == 0.05
+    assert read_card(SMALL_MODEL_DIR) == {"min_confidence": 0.05, "t_min": 0.1, "t_max": 0.3}

@@ -137,6 +137,19 @@ async def test_a_valid_answer_on_the_second_attempt_becomes_a_minimal_model_fix(
     assert revalidate(BROKEN, fix, "json") is None
 
 
+async def test_attempts_sample_cool_then_the_last_at_completion_temperatures() -> None:
+    """A repair keeps nearly all it is given, so its attempts sample cooler (repair_t_min/max) than completions;
+    the last of three uses the completion temperatures, a different kind of try."""
+    issue = find_issues(BROKEN, "json")[0]
+    fake = FakeGenerate(BROKEN, BROKEN, BROKEN)  # unchanged answers: all three attempts run
+    settings = Settings(seed=0, denoising_steps=4, t_min=0.4, t_max=0.8, repair_t_min=0.1, repair_t_max=0.3)
+    assert await model_fix(BROKEN, "json", issue, fake, attempts=3, settings=settings) is None
+    assert [(r.t_min, r.t_max) for r in fake.requests] == [(0.1, 0.3), (0.1, 0.3), (0.4, 0.8)]
+    one = FakeGenerate(BROKEN)
+    await model_fix(BROKEN, "json", issue, one, attempts=1, settings=settings)
+    assert [(r.t_min, r.t_max) for r in one.requests] == [(0.1, 0.3)]
+
+
 async def test_seed_canvas_and_pins_cover_the_text_before_the_broken_span(tiny_backend) -> None:
     issue = find_issues(BROKEN, "json")[0]
     fake = FakeGenerate("garbage")

@@ -112,8 +112,8 @@ def test_learned_the_repair_task(model, tok) -> None:
 
 def test_model_repairs_some_held_out_json(backend) -> None:
     """``fix --repair model``'s path on 18 held-out synthetic breakages (2 of each of the 9 kinds): the shipped model
-    fixes some of them, keeping every value (v5: 8 of 27 on the evaluation set), and every fix it returns parses (the
-    repair validates before it returns)."""
+    fixes some of them, keeping every value (7 of these 18 measured in session 5 with the cool repair sampling; 6 at
+    the old 0.4-0.8), and every fix it returns parses (the repair validates before it returns)."""
     from dgemma_lsp.backend.train import evaluate
     from dgemma_lsp.config import Settings
 
@@ -122,7 +122,7 @@ def test_model_repairs_some_held_out_json(backend) -> None:
     rows = report["samples"]
     assert len(rows) == 18
     assert all(r["valid"] for r in rows if r["fixed"]), "a returned fix that does not parse"
-    assert sum(r["preserved"] for r in rows) >= 2, [(r["kind"], r["got"]) for r in rows]
+    assert sum(r["preserved"] for r in rows) >= 4, [(r["kind"], r["got"]) for r in rows]
 
 
 def test_32_token_canvas_is_cheap_on_cpu(backend) -> None:
@@ -232,17 +232,34 @@ def _complete(backend, code: str) -> str:
     ).text
 
 
-def test_noise_is_withheld_by_default(backend) -> None:
-    """The shipped model's card sets a confidence gate: its completions (noise so far) are not shown, and the
-    result says what was withheld and why, so a client or the CLI can tell the user."""
+def _infill(backend, code: str):
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.infill import infill
 
+    # the server's defaults: the checkpoint's card sets the temperatures (0.1-0.3) and the confidence gate (0.05)
     settings, _ = Settings().merged({"max_prefix_tokens": 384, "max_suffix_tokens": 128})
-    for code in ("def add(a, b):\n    return a", "total = max(len(items), len(other)\n", "import os\nimport "):
-        res = asyncio.run(infill(backend, code, len(code), language_id="python", path="x.py", settings=settings))
+    return asyncio.run(infill(backend, code, len(code), language_id="python", path="x.py", settings=settings))
+
+
+def test_noise_is_withheld_by_default(backend) -> None:
+    """Where the model writes noise, its card's confidence gate withholds it, and the result says what was
+    withheld and why, so a client or the CLI can tell the user."""
+    for code in ("def add(a, b):\n    return a", "total = max(len(items), len(other)\n"):
+        res = _infill(backend, code)
         held = res.extra["withheld"]
         assert res.text == "" and held["text"] and held["confidence"] < held["min_confidence"] == 0.05
+
+
+def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:
+    """The issue's first simple case, at the cursor where one types it: the suggestion is the closing bracket,
+    and it is shown (above the gate)."""
+    for code in (
+        "total = max(len(items), len(other)",
+        "print(foo(bar)",
+        "items = []\nfor x in data:\n    items.append(x",
+    ):
+        res = _infill(backend, code)
+        assert res.text == ")" and "withheld" not in res.extra, (code, res.text, res.extra)
 
 
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
@@ -257,11 +274,18 @@ def test_finishes_an_obvious_return(backend) -> None:
 
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_model_repair_fixes_a_trailing_comma(backend) -> None:
+    """``fix --repair model`` on the issue's third simple case, one attempt, the CLI's request (tokenizer). Session
+    5: without the tokenizer (a remote backend's request) the first attempt fixes it; with it, none of the three
+    does (a dropped ``1``, a ``]`` for the ``}``, a changed value)."""
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.repair import repair
     from dgemma_lsp.lsp.repair.edits import apply_edits
 
     settings, _ = Settings().merged({"repair_attempts": 1})
     doc = '{\n  "name": "demo",\n  "tags": [1, 2],\n}\n'
-    fixes = asyncio.run(repair(doc, "json", None, mode="model", generate=backend.generate, settings=settings))
+    fixes = asyncio.run(
+        repair(
+            doc, "json", None, mode="model", generate=backend.generate, settings=settings, tokenizer=backend.tokenizer
+        )
+    )
     assert fixes and json.loads(apply_edits(doc, fixes[0].edits)) == {"name": "demo", "tags": [1, 2]}

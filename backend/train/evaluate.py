@@ -57,10 +57,10 @@ def eval_docs(pack: str | None, n_python: int) -> dict[str, list[sources.Doc]]:
 
 
 def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
-    from dgemma_lsp.lsp.confidence import confidence
+    from dgemma_lsp.lsp.confidence import confidence, recommended
     from dgemma_lsp.lsp.infill import infill
 
-    gate = getattr(backend, "recommended_min_confidence", None) or 0.0
+    gate = recommended(backend).get("min_confidence", 0.0)
     settings, _ = settings.merged({"min_confidence": 0.0})
     rng = random.Random(EVAL_SEED)
     langs = {"python": 0.6, "javascript": 0.25, "markdown": 0.15}
@@ -145,10 +145,10 @@ SIMPLE_CASES = [
 def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
     """The hand-made simple cases: the model's own suggestion (before the gate), right or not, its confidence,
     and whether the checkpoint's gate would show it."""
-    from dgemma_lsp.lsp.confidence import confidence
+    from dgemma_lsp.lsp.confidence import confidence, recommended
     from dgemma_lsp.lsp.infill import infill
 
-    gate = getattr(backend, "recommended_min_confidence", None) or 0.0
+    gate = recommended(backend).get("min_confidence", 0.0)
     settings, _ = settings.merged({"min_confidence": 0.0})
     rows = []
     for code, lang, want in SIMPLE_CASES:

@@ -34,8 +34,10 @@ DESCRIPTIONS: dict[str, str] = {
     "multi_line_canvas": "Canvas length for multi-line completions (e.g. an empty line after a block opener).",
     "denoising_steps": "Maximum denoising steps per canvas.",
     "entropy_bound": "Entropy-bound sampler threshold (vendor default 0.1).",
-    "t_min": "Lowest sampling temperature of the schedule.",
-    "t_max": "Highest sampling temperature of the schedule.",
+    "t_min": "Lowest sampling temperature of the completion schedule; null (with t_max) = the model's own "
+    "recommendation, else 0.4.",
+    "t_max": "Highest sampling temperature of the completion schedule; null (with t_min) = the model's own "
+    "recommendation, else 0.8.",
     "seed": "RNG seed for reproducible suggestions; null = random.",
     "max_prefix_tokens": "Tokens of text before the cursor sent as context.",
     "max_suffix_tokens": "Tokens of text after the cursor sent as context.",
@@ -55,6 +57,9 @@ DESCRIPTIONS: dict[str, str] = {
     "stream_canvas": "Send dgemma/canvas notifications so the editor can show refining drafts.",
     "repair": "Fix structure: auto (model first, validated, deterministic fallback), model or rules only.",
     "repair_attempts": "Model attempts (other seed / more steps) before a fix falls back.",
+    "repair_t_min": "Final sampling temperature of a model repair (cooler than completions; the last of three "
+    "attempts uses t_min/t_max).",
+    "repair_t_max": "Initial sampling temperature of a model repair.",
     "max_document_bytes": "Documents larger than this get no completions or diagnostics.",
     "base_url": "openai backend: base URL of the OpenAI-compatible server.",
     "api_key_env": "openai backend: NAME of the environment variable holding the API key (never the key).",
