@@ -14,7 +14,7 @@ def default_model() -> tuple[Path, str]:
         # Honest label: the shipped checkpoint is undertrained (bench/RESULTS.md, "Small model quality").
         return (
             SMALL_MODEL_DIR,
-            f"embedded small model, experimental: undertrained, suggestions not yet useful ({SMALL_MODEL_DIR})",
+            f"embedded small model, experimental: undertrained, most suggestions withheld as noise ({SMALL_MODEL_DIR})",
         )
     from .fixtures.tiny import ensure_tiny_checkpoint
 

@@ -236,7 +236,7 @@ def _infill(backend, code: str):
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.infill import infill
 
-    # the server's defaults: the checkpoint's card sets the temperatures (0.1-0.3) and the confidence gate (0.05)
+    # the server's defaults: the checkpoint's card sets the temperatures (0.1-0.3) and the confidence gate (0.15)
     settings, _ = Settings().merged({"max_prefix_tokens": 384, "max_suffix_tokens": 128})
     return asyncio.run(infill(backend, code, len(code), language_id="python", path="x.py", settings=settings))
 
@@ -247,7 +247,7 @@ def test_noise_is_withheld_by_default(backend) -> None:
     for code in ("def add(a, b):\n    return a", "total = max(len(items), len(other)\n"):
         res = _infill(backend, code)
         held = res.extra["withheld"]
-        assert res.text == "" and held["text"] and held["confidence"] < held["min_confidence"] == 0.05
+        assert res.text == "" and held["text"] and held["confidence"] < held["min_confidence"] == 0.15
 
 
 def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:

@@ -121,7 +121,7 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
         else None,
     }
     out = summarize(rows, ["lang", "mode"], ["exact", "prefix", "empty"])
-    return out | {"gate": gated, "samples": rows[:40]}
+    return out | {"gate": gated, "samples": rows}
 
 
 # The "simple cases" (close a bracket, finish an obvious return...): (code before the cursor, language,
