@@ -270,6 +270,7 @@ class DGemmaServer(LanguageServer):
             "entropy_bound",
             "t_min",
             "t_max",
+            "min_confidence",  # a cached answer passed the old gate, not necessarily the new one
             "seed",
             "max_prefix_tokens",
             "max_suffix_tokens",

@@ -302,5 +302,8 @@ async def test_low_confidence_suggestion_is_withheld_not_shown(lsp):
         await configure(lsp, minConfidence=0, seed=11)
         assert [i.insert_text for i in await complete(lsp, uri, 1, 11, invoked=True)]
         assert any(not n.final for n in lsp.canvas if n.uri == uri)  # and previewed while it denoised
+        assert await complete(lsp, uri, 1, 11)  # an automatic request, shown and cached
+        await configure(lsp, minConfidence=0.5, seed=11)
+        assert await complete(lsp, uri, 1, 11) == []  # raising the gate drops what the cache showed
     finally:
         await configure(lsp)
