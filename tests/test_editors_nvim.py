@@ -26,6 +26,7 @@ def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_
         "accepting inserted exactly the ghost text",
         "buffer is valid JSON after the fix",
         "values outside the broken spans kept",
+        "statusline says withheld",
     ):
         assert checks[name]["ok"], name
 

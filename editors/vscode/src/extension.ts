@@ -240,6 +240,11 @@ async function showStatus(): Promise<void> {
 // ---- dgemma/canvas: refining drafts as ghost text -------------------------------------------------------------
 
 function onCanvas(p: CanvasParams): void {
+  if (p.final && (p.candidate ?? 0) === 0 && status.phase === 'ready') {
+    // say why no ghost text appears when the server withheld a low-confidence suggestion
+    const withheld = p.outcome === 'withheld';
+    if (withheld !== !!status.withheld) setStatus({ ...status, withheld });
+  }
   const preview = canvas.update(p);
   const editor = vscode.window.activeTextEditor;
   if (!preview || !editor) {

@@ -12,6 +12,8 @@ export interface StatusState {
   device?: string;
   error?: string;
   busy?: boolean;
+  /** The last suggestion was withheld: the model's confidence was under min_confidence. */
+  withheld?: boolean;
 }
 
 export function statusText(s: StatusState): string {
@@ -25,7 +27,8 @@ export function statusText(s: StatusState): string {
     }
     case 'ready': {
       const parts = [s.backend, s.device].filter((x): x is string => !!x);
-      const icon = s.busy ? '$(sync~spin)' : '$(sparkle)';
+      const icon = s.busy ? '$(sync~spin)' : s.withheld ? '$(eye-closed)' : '$(sparkle)';
+      if (s.withheld && !s.busy) parts.push('withheld');
       return parts.length ? `${icon} dgemma: ${parts.join(' · ')}` : `${icon} dgemma`;
     }
     case 'error':
@@ -44,6 +47,9 @@ export function statusTooltip(s: StatusState): string {
   if (s.device) lines.push(`device: ${s.device}`);
   if (s.progressTitle) lines.push(`${s.progressTitle}${s.progressMessage ? `: ${s.progressMessage}` : ''}`);
   if (s.error) lines.push(`error: ${s.error}`);
+  if (s.withheld) {
+    lines.push('last suggestion withheld: the model was less confident than min_confidence (dgemma.minConfidence: 0 shows all)');
+  }
   lines.push('Click for details');
   return lines.join('\n');
 }

@@ -207,4 +207,17 @@ H.run(function()
   H.check('checkhealth: backend ready on cpu', ready, not ready and report or nil)
   local clean = not report:find('ERROR', 1, true)
   H.check('checkhealth: no errors', clean, not clean and report or nil)
+
+  -- 7. the statusline says when the server withheld a suggestion (its final dgemma/canvas outcome) ----------------
+  local lsp_status = vim.lsp.status
+  vim.lsp.status = function() -- no progress text in the way (a model load would show first)
+    return ''
+  end
+  local final = { uri = vim.uri_from_bufnr(buf), final = true, candidate = 0, text = '', outcome = 'withheld' }
+  dgemma.on_canvas(nil, final, {})
+  H.check('statusline says withheld', dgemma.statusline() == 'dgemma: withheld', dgemma.statusline())
+  final.outcome = 'completed'
+  dgemma.on_canvas(nil, final, {})
+  H.check('statusline back after a shown one', dgemma.statusline() == 'dgemma', dgemma.statusline())
+  vim.lsp.status = lsp_status
 end)

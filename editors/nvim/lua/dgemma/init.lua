@@ -133,6 +133,10 @@ M.clear_canvas = clear_canvas
 function M.on_canvas(_, params, ctx)
   M.stats.canvas_notifications = M.stats.canvas_notifications + 1
   local cfg = M.config or M.defaults
+  if type(params) == 'table' and params.final and (params.candidate or 0) == 0 then
+    -- for the statusline: a withheld suggestion (under min_confidence) explains why no ghost text appeared
+    M.last_outcome = params.outcome
+  end
   if not cfg.canvas or type(params) ~= 'table' or type(params.uri) ~= 'string' then
     return
   end
@@ -421,7 +425,8 @@ function M.status(timeout_ms)
   return resp.result
 end
 
---- Model-loading progress / backend for a statusline: e.g. "dgemma: loading 40%" or "dgemma".
+--- Model-loading progress / backend for a statusline: e.g. "dgemma: loading 40%", "dgemma: withheld" (the last
+--- suggestion was under min_confidence, so no ghost text) or "dgemma".
 function M.statusline()
   local clients = M.clients()
   if #clients == 0 then
@@ -430,6 +435,9 @@ function M.statusline()
   local status = vim.lsp.status and vim.lsp.status() or ''
   if status ~= '' and status:lower():find('dgemma', 1, true) then
     return status
+  end
+  if M.last_outcome == 'withheld' then
+    return 'dgemma: withheld'
   end
   return 'dgemma'
 end

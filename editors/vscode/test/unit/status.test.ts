@@ -18,6 +18,14 @@ describe('status bar', () => {
     assert.match(statusTooltip({ phase: 'error', error: 'no model' }), /error: no model/);
   });
 
+  it('says when the last suggestion was withheld for low confidence', () => {
+    const st = { phase: 'ready' as const, backend: 'transformers', device: 'cpu', withheld: true };
+    assert.equal(statusText(st), '$(eye-closed) dgemma: transformers · cpu · withheld');
+    assert.match(statusTooltip(st), /withheld: the model was less confident than min_confidence/);
+    assert.equal(statusText({ ...st, busy: true }), '$(sync~spin) dgemma: transformers · cpu');
+    assert.equal(statusText({ ...st, withheld: false }), '$(sparkle) dgemma: transformers · cpu');
+  });
+
   it('reads dgemma.status answers', () => {
     const st = {
       server: { name: 'dgemma-lsp' },
