@@ -291,7 +291,7 @@ async def _doctor(args: argparse.Namespace) -> int:
             await backend.start(None)
             info = backend.info()
             print(f"status        ready on {info.device}")
-            from .lsp.confidence import threshold
+            from .lsp.confidence import recommended, temperatures, threshold
 
             gate = threshold(settings, backend)
             source = "min_confidence" if settings.min_confidence is not None else "the model's own recommendation"
@@ -300,6 +300,14 @@ async def _doctor(args: argparse.Namespace) -> int:
                 if gate > 0
                 else "suggestions   all shown (min_confidence 0)"
             )
+            lo, hi = temperatures(settings, backend)
+            if settings.t_min is not None:
+                source = "t_min / t_max"
+            elif "t_min" in recommended(backend):
+                source = "the model's own recommendation"
+            else:
+                source = "transformers' defaults"
+            print(f"temperature   {hi:.2f} (first step) -> {lo:.2f} (last step) ({source})")
             for k, v in info.detail.items():
                 print(f"  {k:<22}{v}")
         await backend.aclose()

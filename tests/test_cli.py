@@ -164,3 +164,12 @@ def test_doctor_without_loading(capsys):
     out = capsys.readouterr().out
     assert "backend       transformers" in out
     assert "model" in out
+
+
+def test_doctor_says_what_the_embedded_model_recommends():
+    """doctor loads the default model and says which gate and temperatures are in force, and where they come from."""
+    r = run_cli("doctor")
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+    out = r.stdout.decode()
+    assert "suggestions   withheld below confidence 0.15 (the model's own recommendation)" in out
+    assert "temperature   0.30 (first step) -> 0.10 (last step) (the model's own recommendation)" in out
