@@ -34,7 +34,3 @@ def read_card(model_dir: str | Path) -> dict[str, float]:
     if lo is not None and hi is not None and 0.0 <= lo < hi:
         out["t_min"], out["t_max"] = lo, hi
     return out
-
-
-def recommended_min_confidence(model_dir: str | Path) -> float | None:
-    return read_card(model_dir).get("min_confidence")

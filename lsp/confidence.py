@@ -5,8 +5,9 @@ A backend that can read its own logits (the transformers backend) reports a sugg
 geometric mean probability that each canvas's first denoising step -- from pure noise, so from the prompt alone --
 gave the tokens finally committed. (The last step's probabilities measure nothing: it sees its own canvas and
 re-predicts it; the small model gives its noise 0.96 there.) An undertrained model (the embedded small one) makes
-noise the prompt does not predict; showing it as ghost text would be worse than showing nothing. ``min_confidence`` unset means the serving model's own recommendation (a checkpoint may ship one
-in ``dgemma_lsp.json``; none means 0, i.e. every suggestion is shown); a backend that reports no confidence (remote
+noise the prompt does not predict; showing it as ghost text would be worse than showing nothing.
+``min_confidence`` unset means the serving model's own recommendation (a checkpoint may ship one in
+``dgemma_lsp.json``; none means 0, i.e. every suggestion is shown); a backend that reports no confidence (remote
 servers, vLLM) is never gated.
 """
 

@@ -45,6 +45,7 @@ from dgemma_lsp.config import ConfigError, Settings
 
 from . import structure_worker
 from .completion import ACCEPT_COMMAND, CompletionEngine
+from .confidence import temperatures
 from .diagnostics import normalize_language
 from .documents import BlockLineIndex, Document, DocumentStore
 from .faults import ENV as FAULTS_ENV
@@ -647,8 +648,6 @@ class DGemmaServer(LanguageServer):
         tokens = backend.count_tokens(selection) if backend is not None else len(selection) // 3
         canvas = max(1, min(s.canvas_length, 4096))
         total = min(4096, max(canvas, ((tokens * 3 // 2) // canvas + 1) * canvas))
-        from .confidence import temperatures
-
         t_min, t_max = temperatures(s, backend)
         req = CanvasRequest(
             messages=messages,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dgemma_lsp.backend.contract import Done, Stats
-from dgemma_lsp.backend.model_card import read_card, recommended_min_confidence
+from dgemma_lsp.backend.model_card import read_card
 from dgemma_lsp.config import ConfigError, Settings
 from dgemma_lsp.lsp.confidence import below, temperatures, threshold
 
@@ -64,13 +64,13 @@ def test_temperatures_setting_then_card_then_transformers_defaults() -> None:
 
 
 def test_model_card(tmp_path) -> None:
-    assert recommended_min_confidence(tmp_path) is None  # no card
+    assert read_card(tmp_path) == {}  # no card
     card = tmp_path / "dgemma_lsp.json"
     card.write_text(json.dumps({"min_confidence": 0.05}))
-    assert recommended_min_confidence(tmp_path) == 0.05
+    assert read_card(tmp_path) == {"min_confidence": 0.05}
     for bad in ("{", json.dumps({"min_confidence": "high"}), json.dumps({"min_confidence": 2}), json.dumps([1])):
         card.write_text(bad)
-        assert recommended_min_confidence(tmp_path) is None
+        assert "min_confidence" not in read_card(tmp_path)
     card.write_text(json.dumps({"t_min": 0.1, "t_max": 0.3, "why": "text"}))
     assert read_card(tmp_path) == {"t_min": 0.1, "t_max": 0.3}
     card.write_text(json.dumps({"t_min": 0.5, "t_max": 0.3, "min_confidence": True}))  # unusable: dropped

@@ -56,12 +56,25 @@ def eval_docs(pack: str | None, n_python: int) -> dict[str, list[sources.Doc]]:
     return docs
 
 
+def _ungated(backend: Any, settings: Settings) -> tuple[Settings, float]:
+    """Settings that show every suggestion (scored before the gate), and the gate the server would apply."""
+    from dgemma_lsp.lsp.confidence import threshold
+
+    return settings.merged({"min_confidence": 0.0})[0], threshold(settings, backend)
+
+
+def _shown(res: Any, text: str, gate: float) -> bool:
+    """Whether the server, under the checkpoint's gate, would show this suggestion."""
+    from dgemma_lsp.lsp.confidence import below
+
+    return bool(text.strip()) and below(res.done, gate) is None
+
+
 def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
-    from dgemma_lsp.lsp.confidence import confidence, recommended
+    from dgemma_lsp.lsp.confidence import confidence
     from dgemma_lsp.lsp.infill import infill
 
-    gate = recommended(backend).get("min_confidence", 0.0)
-    settings, _ = settings.merged({"min_confidence": 0.0})
+    settings, gate = _ungated(backend, settings)
     rng = random.Random(EVAL_SEED)
     langs = {"python": 0.6, "javascript": 0.25, "markdown": 0.15}
     langs = {k: v for k, v in langs.items() if docs.get(k)}
@@ -102,7 +115,7 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
                 prefix=prefix,
                 empty=not got.strip(),
                 confidence=conf,
-                shown=bool(got.strip()) and (conf is None or conf >= gate),
+                shown=_shown(res, got, gate),
                 expected=expected,
                 got=got,
                 seconds=dt,
@@ -145,11 +158,10 @@ SIMPLE_CASES = [
 def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
     """The hand-made simple cases: the model's own suggestion (before the gate), right or not, its confidence,
     and whether the checkpoint's gate would show it."""
-    from dgemma_lsp.lsp.confidence import confidence, recommended
+    from dgemma_lsp.lsp.confidence import confidence
     from dgemma_lsp.lsp.infill import infill
 
-    gate = recommended(backend).get("min_confidence", 0.0)
-    settings, _ = settings.merged({"min_confidence": 0.0})
+    settings, gate = _ungated(backend, settings)
     rows = []
     for code, lang, want in SIMPLE_CASES:
         # the cursor ends the first line of a case that ends in a line break, else the code
@@ -165,7 +177,7 @@ def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
                 got=res.text,
                 right=res.text.rstrip() == want,
                 confidence=conf,
-                shown=bool(res.text.strip()) and (conf is None or conf >= gate),
+                shown=_shown(res, res.text, gate),
                 seconds=time.perf_counter() - t0,
             )
         )

@@ -32,6 +32,7 @@ from ...backend.contract import (
     Committed,
     Done,
 )
+from ..confidence import DEFAULT_TEMPERATURES
 from ..diagnostics import StructureIssue, find_issues, normalize_language
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
@@ -132,18 +133,13 @@ async def _run(generate: GenerateFn, req: CanvasRequest) -> str:
     return text if text is not None else "".join(committed)
 
 
-# The last of three or more attempts samples at transformers' default schedule instead of the repair's: a
-# different kind of try where the cool ones agreed on a wrong answer.
-ESCALATE_LAST = True
-ESCALATION = (0.4, 0.8)
-
-
 def attempt_temperatures(settings: Any, attempt: int, attempts: int) -> tuple[float, float]:
     """(t_min, t_max) of repair attempt ``attempt`` (0-based) of ``attempts``. A repair keeps almost everything it
     is given, so it samples cooler than a completion: on the small model, 1 attempt at 0.1-0.3 fixed 20 of 54
-    held-out JSON breakages against 11 at the default 0.4-0.8 (bench/RESULTS.md, session 5)."""
-    if ESCALATE_LAST and attempts >= 3 and attempt == attempts - 1:
-        return ESCALATION
+    held-out JSON breakages against 11 at the default 0.4-0.8 (bench/RESULTS.md, session 5). The last of three or
+    more attempts samples at transformers' defaults instead: another kind of try where the cool ones failed."""
+    if attempts >= 3 and attempt == attempts - 1:
+        return DEFAULT_TEMPERATURES
     return getattr(settings, "repair_t_min", 0.1), getattr(settings, "repair_t_max", 0.3)
 
 
