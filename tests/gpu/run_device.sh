@@ -153,11 +153,12 @@ D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transf
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
-  # warmup + cosine. TRAIN_ARGS passes train.py options (--cuda-graphs ...).
+  # warmup + cosine (TRAIN_INIT overrides, e.g. a carried checkpoint after the machine was released). TRAIN_ARGS
+  # passes train.py options (--cuda-graphs ...).
   install_shim; cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
   export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-  if [ "$N" = T ]; then d=/tmp/small5a; init=(${TRAIN_INIT:+--init "$TRAIN_INIT"}); else d=/tmp/small5b; init=(--init /tmp/small5a); fi
+  if [ "$N" = T ]; then d=/tmp/small5a; init=(${TRAIN_INIT:+--init "$TRAIN_INIT"}); else d=/tmp/small5b; init=(--init "${TRAIN_INIT:-/tmp/small5a}"); fi
   left=$(( 585 - ($(date +%s) - T0) ))
   ( cd /tmp && PYTHONPATH=/tmp/dg timeout "$left" python3 -m dgemma_lsp.backend.train.train "${init[@]}" --out "$d" \
       --minutes "${TRAIN_MIN:-8}" --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz \
