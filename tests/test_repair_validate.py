@@ -75,6 +75,21 @@ def test_refuses_a_value_change_inside_the_span() -> None:
     assert "value" in validate_fix(broken, '{"a": 1, "b": 3}', "json", (0, len(broken)))
 
 
+def test_refuses_a_fix_that_adds_text_to_a_string() -> None:
+    # The small model's missing-comma fix on held-out data (session 6): valid JSON, the comma added, and a string
+    # grown from "mode index_count" to "mode index_countcount" -- it still contains the old value, so only a check
+    # for invented characters catches it.
+    broken = '{\n  "a": {\n    "b": 1\n  }\n  "id": "mode index_count"\n}'
+    grown = '{\n  "a": {\n    "b": 1\n  },\n  "id": "mode index_countcount"\n}'
+    why = validate_fix(broken, grown, "json", _whole(broken))
+    assert why is not None and "adds text" in why
+    right = '{\n  "a": {\n    "b": 1\n  },\n  "id": "mode index_count"\n}'
+    assert validate_fix(broken, right, "json", _whole(broken)) is None
+    # merging an unquoted value into one string adds nothing and stays accepted
+    assert validate_fix('{"name": John Smith}', '{"name": "John Smith"}', "json", (9, 19)) is None
+    assert validate_fix("{'caf\\u00e9': 1}", '{"café": 1}', "json", (0, 16)) is None
+
+
 def test_markdown_table_fix_must_keep_cells_and_one_width() -> None:
     broken = "| a | b |\n|---|---|\n| 1 |\n"
     assert validate_fix(broken, "| a | b |\n|---|---|\n| 1 |  |\n", "markdown", _whole(broken)) is None

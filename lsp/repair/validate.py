@@ -250,6 +250,21 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
             if kind != "s" and spelled.get((kind, v), set()) & set(strings):
                 continue  # an unquoted key 0 / true that became the string "0" / "true"
             return f"the fix loses or changes the value {v!r}"
+    # Nothing invented inside a string: each of its letters and digits comes from the original's values (the small
+    # model once "fixed" a missing comma and turned "mode index_count" into "mode index_countcount", which the
+    # merged-string allowance above let through).
+    pool: Counter = Counter()
+    for k, a, b in in_o:
+        if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
+            raw = original[a:b]
+            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
+            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if ch.isalnum())
+    made: Counter = Counter()
+    for k, a, b in in_f:
+        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
+            made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if ch.isalnum())
+    if made - pool:
+        return "the fix adds text to a string"
     if chars_need:
         got = Counter(ch for k, a, b in in_f if k in _json.VALUE_KINDS for ch in fixed[a:b] if ch.isalnum())
         if chars_need - got:
