@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .chat_tokens import chat_prompt_ids, text_ids
 from .contract import (
     BackendError,
     BackendInfo,
@@ -314,11 +315,8 @@ class TransformersBackend:
     def prompt_ids(self, request: CanvasRequest) -> list[int]:
         if request.prompt_ids is not None:
             return [int(i) for i in request.prompt_ids]
-        msgs = [{"role": m.role, "content": m.content} for m in request.messages or ()]
-        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
-        if hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        # the document's text stays text: a "<start_of_turn>" in it must not open a turn (chat_tokens)
+        return chat_prompt_ids(self.tokenizer, [{"role": m.role, "content": m.content} for m in request.messages or ()])
 
     # -- generation --------------------------------------------------------------------------------------------
 
@@ -393,7 +391,7 @@ class TransformersBackend:
         processors = LogitsProcessorList()
         seed = list(request.seed_canvas) if request.seed_canvas is not None else None
         if seed is None and request.seed_text is not None:
-            seed = tok.encode(request.seed_text, add_special_tokens=False)
+            seed = text_ids(tok, request.seed_text)
         if seed is not None:
             seed = [int(t) % vocab for t in seed[:canvas]]
             noise = torch.randint(0, vocab, (canvas - len(seed),)).tolist() if len(seed) < canvas else []

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .chat_tokens import chat_prompt_ids, text_ids
 from .contract import (
     BackendError,
     BackendInfo,
@@ -398,17 +399,14 @@ class VLLMBackend:
     def _prompt_ids(self, req: CanvasRequest) -> list[int]:
         if req.prompt_ids is not None:
             return list(req.prompt_ids)
-        msgs = [{"role": m.role, "content": m.content} for m in req.messages or ()]
-        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-            ids = ids["input_ids"]
-        return list(ids)
+        # the document's text stays text: a "<start_of_turn>" in it must not open a turn (chat_tokens)
+        return chat_prompt_ids(self.tokenizer, [{"role": m.role, "content": m.content} for m in req.messages or ()])
 
     def _seed_ids(self, req: CanvasRequest) -> list[int] | None:
         if req.seed_canvas is not None:
             return [int(t) for t in req.seed_canvas]
         if req.seed_text is not None:
-            return list(self.tokenizer.encode(req.seed_text, add_special_tokens=False))
+            return text_ids(self.tokenizer, req.seed_text)
         return None
 
     def _decode(self, ids: Sequence[int]) -> tuple[str, bool]:

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ...backend.chat_tokens import text_ids
 from ...backend.contract import (
     BackendError,
     BackendUnavailable,
@@ -146,8 +147,8 @@ def attempt_temperatures(settings: Any, attempt: int, attempts: int) -> tuple[fl
 def _canvas_for(excerpt: str, pin_chars: int, tokenizer: Any) -> dict[str, Any]:
     """Seed (and pins) for the canvas; the canvas leaves room for the repair to grow a little."""
     if tokenizer is not None and hasattr(tokenizer, "encode"):
-        head = tokenizer.encode(excerpt[:pin_chars], add_special_tokens=False) if pin_chars else []
-        rest = tokenizer.encode(excerpt[pin_chars:], add_special_tokens=False)
+        head = text_ids(tokenizer, excerpt[:pin_chars]) if pin_chars else []
+        rest = text_ids(tokenizer, excerpt[pin_chars:])
         seed = list(head) + list(rest)
         length = min(4096, len(seed) + max(16, len(seed) // 4))
         return {"seed_canvas": seed, "pinned": list(range(len(head))) or None, "canvas_length": length}
