@@ -11,10 +11,11 @@ SMALL_MODEL_DIR = Path(__file__).parent / "models" / "small"
 def default_model() -> tuple[Path, str]:
     """Return (checkpoint folder, human-readable label)."""
     if (SMALL_MODEL_DIR / "config.json").is_file() and any(SMALL_MODEL_DIR.glob("*.safetensors")):
-        # Honest label: the shipped checkpoint is undertrained (bench/RESULTS.md, "Small model quality").
+        # Honest label: a 6.9 M model good at short completions and JSON repair only (bench/RESULTS.md, "Small model
+        # quality").
         return (
             SMALL_MODEL_DIR,
-            f"embedded small model, experimental: undertrained, most suggestions withheld as noise ({SMALL_MODEL_DIR})",
+            f"embedded small model, experimental: short suggestions only, low-confidence ones withheld ({SMALL_MODEL_DIR})",
         )
     from .fixtures.tiny import ensure_tiny_checkpoint
 

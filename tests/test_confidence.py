@@ -80,4 +80,4 @@ def test_model_card(tmp_path) -> None:
 def test_the_shipped_small_model_recommends_a_gate_and_cool_sampling() -> None:
     from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
 
-    assert read_card(SMALL_MODEL_DIR) == {"min_confidence": 0.15, "t_min": 0.1, "t_max": 0.3}
+    assert read_card(SMALL_MODEL_DIR) == {"min_confidence": 0.25, "t_min": 0.1, "t_max": 0.3}

@@ -112,8 +112,8 @@ def test_learned_the_repair_task(model, tok) -> None:
 
 def test_model_repairs_some_held_out_json(backend) -> None:
     """``fix --repair model``'s path on 18 held-out synthetic breakages (2 of each of the 9 kinds): the shipped model
-    fixes some of them, keeping every value (7 of these 18 measured in session 5 with the cool repair sampling; 6 at
-    the old 0.4-0.8), and every fix it returns parses (the repair validates before it returns)."""
+    fixes most of them, keeping every value (12 of these 18 measured with v6 in session 6; 7 with v5), and every fix
+    it returns parses (the repair validates before it returns)."""
     from dgemma_lsp.backend.train import evaluate
     from dgemma_lsp.config import Settings
 
@@ -122,7 +122,7 @@ def test_model_repairs_some_held_out_json(backend) -> None:
     rows = report["samples"]
     assert len(rows) == 18
     assert all(r["valid"] for r in rows if r["fixed"]), "a returned fix that does not parse"
-    assert sum(r["preserved"] for r in rows) >= 4, [(r["kind"], r["got"]) for r in rows]
+    assert sum(r["preserved"] for r in rows) >= 9, [(r["kind"], r["got"]) for r in rows]
 
 
 def test_32_token_canvas_is_cheap_on_cpu(backend) -> None:
@@ -218,7 +218,7 @@ def test_training_steps_reduce_the_loss(tok) -> None:
 
 # --- asked for by issue 8, not shown by the shipped model yet (see bench/RESULTS.md) ---------------------------
 
-NOT_YET = "the shipped small model does not do this yet (37 min of training); see docs/small-model.md"
+NOT_YET = "the shipped small model does not do this yet (62 min of training); see docs/small-model.md"
 
 
 def _complete(backend, code: str) -> str:
@@ -236,7 +236,7 @@ def _infill(backend, code: str):
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.infill import infill
 
-    # the server's defaults: the checkpoint's card sets the temperatures (0.1-0.3) and the confidence gate (0.15)
+    # the server's defaults: the checkpoint's card sets the temperatures (0.1-0.3) and the confidence gate (0.25)
     settings, _ = Settings().merged({"max_prefix_tokens": 384, "max_suffix_tokens": 128})
     return asyncio.run(infill(backend, code, len(code), language_id="python", path="x.py", settings=settings))
 
@@ -244,10 +244,10 @@ def _infill(backend, code: str):
 def test_noise_is_withheld_by_default(backend) -> None:
     """Where the model writes noise, its card's confidence gate withholds it, and the result says what was
     withheld and why, so a client or the CLI can tell the user."""
-    for code in ("def add(a, b):\n    return a", "total = max(len(items), len(other)\n"):
+    for code in ("import os\n\ndef f(x):\n    ", "total = max(len(items), len(other)\n"):
         res = _infill(backend, code)
         held = res.extra["withheld"]
-        assert res.text == "" and held["text"] and held["confidence"] < held["min_confidence"] == 0.15
+        assert res.text == "" and held["text"] and held["confidence"] < held["min_confidence"] == 0.25
 
 
 def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:
@@ -262,6 +262,57 @@ def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:
         assert res.text == ")" and "withheld" not in res.extra, (code, res.text, res.extra)
 
 
+def test_closes_a_list_and_a_dict_and_ends_an_if_header(backend) -> None:
+    """More of the same simple cases (v6, session 6): the closer a list or a dict literal needs, and the colon of an
+    ``if`` header, each shown above the gate."""
+    for code, want in (("x = [1, 2, 3", "]"), ("d = {'a': 1", "}"), ("if x > 0", ":")):
+        res = _infill(backend, code)
+        assert res.text == want and "withheld" not in res.extra, (code, res.text, res.extra)
+
+
+TRAILING_COMMA_DOCS = [
+    '{\n  "name": "demo",\n  "port": 8080,\n}\n',
+    '{"name": "demo", "port": 8080,}\n',
+    '{\n  "name": "demo",\n  "debug": true,\n}\n',
+    "[1, 2, 3,]\n",
+    '{\n  "a": 1,\n  "b": "x",\n}\n',
+    '{\n  "name": "demo",\n  "tags": ["a", "b",],\n  "port": 1\n}\n',
+    '{\n  "name": "demo",\n  "tags": [1, 2],\n}\n',
+    '{\n  "user": "ann",\n  "admin": false,\n}\n',
+    '{\n  "x": 1.5,\n  "y": null,\n}\n',
+    '["a", "b",]\n',
+]
+
+
+def test_model_repair_fixes_trailing_commas_in_small_files(backend) -> None:
+    """The issue's third simple case on ten hand-made config files, through ``fix --repair model``'s path with the
+    server's defaults (three attempts): v6 fixes 6 of the 10 (session 6), each fix valid and keeping every value;
+    the rest get no fix at all (validation refuses what the model wrote), never a wrong one."""
+    from dgemma_lsp.config import Settings
+    from dgemma_lsp.lsp.repair import repair
+    from dgemma_lsp.lsp.repair.edits import apply_edits
+
+    settings, _ = Settings().merged({})
+    fixed = 0
+    for doc in TRAILING_COMMA_DOCS:
+        fixes = asyncio.run(
+            repair(
+                doc,
+                "json",
+                None,
+                mode="model",
+                generate=backend.generate,
+                settings=settings,
+                tokenizer=backend.tokenizer,
+            )
+        )
+        if fixes:
+            want = json.loads(doc.replace(",]", "]").replace(",\n}", "\n}").replace(",}", "}"))
+            assert json.loads(apply_edits(doc, fixes[0].edits)) == want, doc
+            fixed += 1
+    assert fixed >= 4, fixed
+
+
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_closes_brackets(backend) -> None:
     assert _complete(backend, "total = max(len(items), len(other)\n") == ")"
@@ -274,9 +325,9 @@ def test_finishes_an_obvious_return(backend) -> None:
 
 @pytest.mark.xfail(strict=True, reason=NOT_YET)
 def test_model_repair_fixes_a_trailing_comma(backend) -> None:
-    """``fix --repair model`` on the issue's third simple case, one attempt, the CLI's request (tokenizer). Session
-    5: without the tokenizer (a remote backend's request) the first attempt fixes it; with it, none of the three
-    does (a dropped ``1``, a ``]`` for the ``}``, a changed value)."""
+    """``fix --repair model`` on the issue's third simple case, one attempt, the CLI's request (tokenizer). v6
+    (session 6) fixes 14 of 15 held-out trailing commas, but on this 4-line document every attempt, with or without
+    the tokenizer, drops the ``],`` token whole instead of turning it into ``]`` (validation refuses the result)."""
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.repair import repair
     from dgemma_lsp.lsp.repair.edits import apply_edits

@@ -50,7 +50,7 @@ DESCRIPTIONS: dict[str, str] = {
     "cache_size": "Completion cache entries (keyed by the text around the cursor).",
     "invoked_candidates": "Candidates offered on an explicit (invoked) trigger.",
     "min_confidence": "Withhold suggestions the model itself predicts with less confidence than this (0 = show all); "
-    "null = the model's own recommendation (0.15 for the embedded small model).",
+    "null = the model's own recommendation (0.25 for the embedded small model).",
     "enable": 'Per-language switch, e.g. {"markdown": false}; "*" sets the default.',
     "inline_completion": "Offer inline (ghost text) completions.",
     "diagnostics": "Publish JSON/JSONC/Markdown structure diagnostics.",
