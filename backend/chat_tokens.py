@@ -17,25 +17,49 @@ from typing import Any
 _MARK = "\ue000dgemma-message-{}\ue001"
 
 
-def special_strings(tokenizer: Any) -> tuple[str, ...]:
-    """The control strings the tokenizer would turn into single special tokens."""
-    cached = getattr(tokenizer, "_dgemma_special_strings", None)
+class _Controls:
+    """The tokenizer's control strings, indexed for a fast scan (a Gemma tokenizer has hundreds)."""
+
+    def __init__(self, strings: set[str]) -> None:
+        self.strings = tuple(sorted(strings, key=len, reverse=True))
+        self.exact = frozenset(strings)
+        self.lengths: dict[str, tuple[int, ...]] = {}
+        for s in strings:
+            self.lengths[s[0]] = tuple(sorted({*self.lengths.get(s[0], ()), len(s)}))
+
+    def found_in(self, text: str) -> bool:
+        for first, lengths in self.lengths.items():
+            i = text.find(first)
+            while i >= 0:
+                if any(text[i : i + n] in self.exact for n in lengths):
+                    return True
+                i = text.find(first, i + 1)
+        return False
+
+
+def _controls(tokenizer: Any) -> _Controls:
+    cached = getattr(tokenizer, "_dgemma_controls", None)
     if cached is not None:
         return cached
     found = set(getattr(tokenizer, "all_special_tokens", None) or ())
     for tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
         if getattr(tok, "special", False):
             found.add(str(tok.content))
-    out = tuple(sorted((s for s in found if s), key=len, reverse=True))
+    out = _Controls({s for s in found if s})
     try:
-        tokenizer._dgemma_special_strings = out
-    except AttributeError:  # a tokenizer that refuses new attributes: recomputed each time (cheap)
+        tokenizer._dgemma_controls = out
+    except AttributeError:  # a tokenizer that refuses new attributes: rebuilt each time (cheap)
         pass
     return out
 
 
+def special_strings(tokenizer: Any) -> tuple[str, ...]:
+    """The control strings the tokenizer would turn into single special tokens, longest first."""
+    return _controls(tokenizer).strings
+
+
 def has_control_string(tokenizer: Any, text: str) -> bool:
-    return any(s in text for s in special_strings(tokenizer))
+    return _controls(tokenizer).found_in(text)
 
 
 def text_ids(tokenizer: Any, text: str) -> list[int]:
