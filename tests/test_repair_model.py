@@ -207,6 +207,18 @@ async def test_whole_document_model_fix_and_rules_mode_never_calls_the_model() -
     assert [f.kind for f in fixes] == ["rules"] and never.requests == []
 
 
+async def test_whole_document_failures_get_one_windowed_attempt_per_problem() -> None:
+    """Two whole-document answers that do not validate, then the problem's window: its answer becomes the fix."""
+    fake = FakeGenerate('{\n  "name": "x"\n', '{\n  "name": "y",\n  "tags": ["a", "b"],\n  "n": 1\n}\n', FIXED)
+    trace: list[dict] = []
+    fixes = await repair(
+        BROKEN, "json", None, mode="model", generate=fake, settings=Settings(repair_attempts=2), trace=trace
+    )
+    assert [f.kind for f in fixes] == ["model"] and fixes[0].apply(BROKEN) == FIXED
+    assert len(fake.requests) == 3 and [bool(r["reason"]) for r in trace] == [True, True, False]
+    assert "document" in fake.requests[0].messages[0].content and "excerpt" in fake.requests[2].messages[0].content
+
+
 async def test_complete_table_model_fill_is_checked_cell_by_cell() -> None:
     doc = "| a | b |\n| 1 |\n| 2 | 3 |\n"
     good = "| a | b |\n| --- | --- |\n| 1 | one |\n| 2 | 3 |\n"

@@ -85,6 +85,13 @@ def test_refuses_a_fix_that_adds_text_to_a_string() -> None:
     assert why is not None and "adds text" in why
     right = '{\n  "a": {\n    "b": 1\n  },\n  "id": "mode index_count"\n}'
     assert validate_fix(broken, right, "json", _whole(broken)) is None
+    # nor spaces at the ends of a string: the small model's missing-quote fix that opened the string too early
+    broken = '{\n  "count": {\n    url": null,\n    "b": 1\n  }\n}'
+    spaced = '{\n  "count": {\n " url": null,\n    "b": 1\n  }\n}'
+    why = validate_fix(broken, spaced, "json", _whole(broken))
+    assert why is not None and "spaces" in why
+    assert validate_fix(broken, broken.replace(' url"', ' "url"'), "json", _whole(broken)) is None
+    assert validate_fix('{"a": "x ', '{"a": "x "}', "json", (0, 9)) is None  # a truncated string keeps its space
     # merging an unquoted value into one string adds nothing and stays accepted
     assert validate_fix('{"name": John Smith}', '{"name": "John Smith"}', "json", (9, 19)) is None
     assert validate_fix("{'caf\\u00e9': 1}", '{"café": 1}', "json", (0, 16)) is None

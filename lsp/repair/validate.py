@@ -265,6 +265,12 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
             made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if ch.isalnum())
     if made - pool:
         return "the fix adds text to a string"
+    # ... nor spaces at either end of a new string (a missing-quote fix once opened the string before the indentation:
+    # "url" became " url"); a string that had them in the original keeps them.
+    raws = [original[a:b] for k, a, b in in_o if k in _json.VALUE_KINDS]
+    for kind, v in have - need:
+        if kind == "s" and isinstance(v, str) and v != v.strip() and not any(v in r for r in raws):
+            return f"the fix adds spaces to the string {v!r}"
     if chars_need:
         got = Counter(ch for k, a, b in in_f if k in _json.VALUE_KINDS for ch in fixed[a:b] if ch.isalnum())
         if chars_need - got:
