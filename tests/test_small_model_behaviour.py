@@ -286,8 +286,8 @@ TRAILING_COMMA_DOCS = [
 
 def test_model_repair_fixes_trailing_commas_in_small_files(backend) -> None:
     """The issue's third simple case on ten hand-made config files, through ``fix --repair model``'s path with the
-    server's defaults (three attempts, then a windowed one): v6 fixes 7 of the 10 (session 6), each fix valid and keeping every value;
-    the rest get no fix at all (validation refuses what the model wrote), never a wrong one."""
+    server's defaults (three attempts, then a windowed one): v6 fixes 7 of the 10 (session 6), each fix valid and
+    keeping every value; the rest get no fix at all (validation refuses what the model wrote), never a wrong one."""
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.repair import repair
     from dgemma_lsp.lsp.repair.edits import apply_edits
