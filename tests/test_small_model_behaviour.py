@@ -270,6 +270,19 @@ def test_closes_a_list_and_a_dict_and_ends_an_if_header(backend) -> None:
         assert res.text == want and "withheld" not in res.extra, (code, res.text, res.extra)
 
 
+def _model_fix(backend, doc: str, **settings) -> str | None:
+    """``dgemma-lsp fix --repair model``'s path on a JSON document (server defaults unless given): the fixed text."""
+    from dgemma_lsp.config import Settings
+    from dgemma_lsp.lsp.repair import repair
+    from dgemma_lsp.lsp.repair.edits import apply_edits
+
+    merged, _ = Settings().merged(settings)
+    fixes = asyncio.run(
+        repair(doc, "json", None, mode="model", generate=backend.generate, settings=merged, tokenizer=backend.tokenizer)
+    )
+    return apply_edits(doc, fixes[0].edits) if fixes else None
+
+
 TRAILING_COMMA_DOCS = [
     '{\n  "name": "demo",\n  "port": 8080,\n}\n',
     '{"name": "demo", "port": 8080,}\n',
@@ -288,27 +301,12 @@ def test_model_repair_fixes_trailing_commas_in_small_files(backend) -> None:
     """The issue's third simple case on ten hand-made config files, through ``fix --repair model``'s path with the
     server's defaults (three attempts, then a windowed one): v6 fixes 7 of the 10 (session 6), each fix valid and
     keeping every value; the rest get no fix at all (validation refuses what the model wrote), never a wrong one."""
-    from dgemma_lsp.config import Settings
-    from dgemma_lsp.lsp.repair import repair
-    from dgemma_lsp.lsp.repair.edits import apply_edits
-
-    settings, _ = Settings().merged({})
     fixed = 0
     for doc in TRAILING_COMMA_DOCS:
-        fixes = asyncio.run(
-            repair(
-                doc,
-                "json",
-                None,
-                mode="model",
-                generate=backend.generate,
-                settings=settings,
-                tokenizer=backend.tokenizer,
-            )
-        )
-        if fixes:
+        out = _model_fix(backend, doc)
+        if out is not None:
             want = json.loads(doc.replace(",]", "]").replace(",\n}", "\n}").replace(",}", "}"))
-            assert json.loads(apply_edits(doc, fixes[0].edits)) == want, doc
+            assert json.loads(out) == want, doc
             fixed += 1
     assert fixed >= 4, fixed
 
@@ -328,15 +326,6 @@ def test_model_repair_fixes_a_trailing_comma(backend) -> None:
     """``fix --repair model`` on the issue's third simple case, one attempt, the CLI's request (tokenizer). v6
     (session 6) fixes 14 of 15 held-out trailing commas, but on this 4-line document every attempt, with or without
     the tokenizer, drops the ``],`` token whole instead of turning it into ``]`` (validation refuses the result)."""
-    from dgemma_lsp.config import Settings
-    from dgemma_lsp.lsp.repair import repair
-    from dgemma_lsp.lsp.repair.edits import apply_edits
-
-    settings, _ = Settings().merged({"repair_attempts": 1})
     doc = '{\n  "name": "demo",\n  "tags": [1, 2],\n}\n'
-    fixes = asyncio.run(
-        repair(
-            doc, "json", None, mode="model", generate=backend.generate, settings=settings, tokenizer=backend.tokenizer
-        )
-    )
-    assert fixes and json.loads(apply_edits(doc, fixes[0].edits)) == {"name": "demo", "tags": [1, 2]}
+    out = _model_fix(backend, doc, repair_attempts=1)
+    assert out is not None and json.loads(out) == {"name": "demo", "tags": [1, 2]}
