@@ -455,6 +455,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mix-repair", type=float, default=0.35, help="share of batches of repair")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument(
+        "--schedule-minutes",
+        type=float,
+        default=0.0,
+        help="length of the cosine schedule when it spans several runs (0: this run's --minutes)",
+    )
+    ap.add_argument(
+        "--schedule-offset",
+        type=float,
+        default=0.0,
+        help="minutes of the schedule that earlier runs used (a second run continues the first's decay)",
+    )
     ap.add_argument("--sc-prob", type=float, default=0.5)
     ap.add_argument("--ar-weight", type=float, default=0.25)
     ap.add_argument("--ar-frac", type=float, default=1.0, help="share of prompt positions in the next-token loss")
@@ -602,8 +614,10 @@ def main(argv: list[str] | None = None) -> None:
             ar_count = max(1, int(a.ar_frac * bsz * length / 2))
         tb = to_tensors(batch, a.device, config.text_config.sliding_window, length=length)
         t_gpu = time.perf_counter()
-        # LR: linear warmup, cosine decay to 5% over the wall-clock budget.
-        frac = min(1.0, elapsed / budget)
+        # LR: linear warmup, cosine decay to 5% over the wall-clock budget (or over a schedule that spans runs:
+        # a run that continues another re-warms only Adam's fresh moments, then takes up the decay where it was)
+        span = (a.schedule_minutes or a.minutes) * 60
+        frac = min(1.0, (a.schedule_offset * 60 + elapsed) / span)
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
