@@ -114,3 +114,16 @@ def test_graph_step_inputs_and_gradients_match_eager() -> None:
             {k: float(v) for k, v in want_stats.items()}
         )
     assert len(graphed.graphs) == 2 and graphed.failure is None
+
+
+def test_a_second_run_takes_up_the_first_runs_decay() -> None:
+    # two 8.6-minute runs on one 17.2-minute cosine (session 7's recipe): no restart at the peak
+    span, half = 17.2 * 60, 8.6 * 60
+    end_of_first = T.learning_rate(2e-3, 4000, 100, half, span)
+    second_after_warmup = T.learning_rate(2e-3, 50, 50, 0.0, span, offset_s=half)
+    assert second_after_warmup == pytest.approx(end_of_first)
+    assert end_of_first == pytest.approx(2e-3 * (0.05 + 0.95 * 0.5))
+    assert T.learning_rate(2e-3, 0, 50, 0.0, span, offset_s=half) < end_of_first / 10  # re-warms first
+    assert T.learning_rate(2e-3, 4000, 100, half, span, offset_s=half) == pytest.approx(1e-4)  # 5 % at the end
+    # one run alone: the decay follows its own budget
+    assert T.learning_rate(2e-3, 4000, 100, half, half) == pytest.approx(1e-4)

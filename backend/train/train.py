@@ -272,6 +272,14 @@ def softcap_logits(model: Any, hidden: Any) -> Any:
     return torch.tanh(logits / cap) * cap if cap else logits
 
 
+def learning_rate(peak: float, step: int, warmup: int, elapsed_s: float, span_s: float, offset_s: float = 0.0) -> float:
+    """Linear warmup, then cosine decay to 5 % over the wall-clock span. A schedule may span runs: a run that
+    continues another (``offset_s`` of the span already used) re-warms only Adam's fresh moments, then takes up the
+    decay where the other left it."""
+    frac = min(1.0, (offset_s + elapsed_s) / span_s)
+    return peak * min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
 def draw_noise(
     tb: dict[str, Any],
     gen: Any,
@@ -614,11 +622,9 @@ def main(argv: list[str] | None = None) -> None:
             ar_count = max(1, int(a.ar_frac * bsz * length / 2))
         tb = to_tensors(batch, a.device, config.text_config.sliding_window, length=length)
         t_gpu = time.perf_counter()
-        # LR: linear warmup, cosine decay to 5% over the wall-clock budget (or over a schedule that spans runs:
-        # a run that continues another re-warms only Adam's fresh moments, then takes up the decay where it was)
-        span = (a.schedule_minutes or a.minutes) * 60
-        frac = min(1.0, (a.schedule_offset * 60 + elapsed) / span)
-        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+        lr = learning_rate(
+            a.lr, step, a.warmup, elapsed, (a.schedule_minutes or a.minutes) * 60, a.schedule_offset * 60
+        )
         for g in opt.param_groups:
             g["lr"] = lr
         try:
