@@ -270,6 +270,23 @@ def test_closes_a_list_and_a_dict_and_ends_an_if_header(backend) -> None:
         assert res.text == want and "withheld" not in res.extra, (code, res.text, res.extra)
 
 
+def test_finishes_some_obvious_returns(backend) -> None:
+    """The issue's second simple case where this model does it (3 of the 24 returns of ``evaluate --only returns``
+    are right and shown, session 7; confidences 0.37-0.51 against the gate's 0.25). ``return a`` -> `` + b`` is not
+    among them (the strict xfail below)."""
+    for code, want in (
+        ("def square(x):\n    return x * ", "x"),
+        ("def identity(x):\n    return ", "x"),
+        (
+            "class P:\n    def __init__(self, name):\n        self.name = name\n\n    def get_name(self):\n"
+            "        return self.",
+            "name",
+        ),
+    ):
+        res = _infill(backend, code)
+        assert res.text == want and "withheld" not in res.extra, (code, res.text, res.extra)
+
+
 def _model_fix(backend, doc: str, **settings) -> str | None:
     """``dgemma-lsp fix --repair model``'s path on a JSON document (server defaults unless given): the fixed text."""
     from dgemma_lsp.config import Settings

@@ -155,15 +155,50 @@ SIMPLE_CASES = [
 ]
 
 
-def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
-    """The hand-made simple cases: the model's own suggestion (before the gate), right or not, its confidence,
-    and whether the checkpoint's gate would show it."""
+# One of those simple cases in more forms (session 7): finishing the ``return`` of an obvious expression.
+RETURN_CASES = [
+    ("def add(a, b):\n    return a", "python", " + b"),
+    ("def add(a, b):\n    return ", "python", "a + b"),
+    ("def is_empty(items):\n    return len(items) == ", "python", "0"),
+    ("def area(width, height):\n    return width * ", "python", "height"),
+    ("def square(x):\n    return x * ", "python", "x"),
+    ("def get_name(self):\n    return self.", "python", "name"),
+    (
+        "class P:\n    def __init__(self, name):\n        self.name = name\n\n    def get_name(self):\n        return self.",
+        "python",
+        "name",
+    ),
+    ("def identity(x):\n    return ", "python", "x"),
+    ("def negate(flag):\n    return not ", "python", "flag"),
+    ("def first(items):\n    return items[", "python", "0]"),
+    ("def last(items):\n    return items[-", "python", "1]"),
+    ("def count(items):\n    return len(", "python", "items)"),
+    ("def total(values):\n    return sum(", "python", "values)"),
+    ("def biggest(values):\n    return max(", "python", "values)"),
+    ("def to_str(value):\n    return str(", "python", "value)"),
+    ("def double(n):\n    return n * ", "python", "2"),
+    ("def half(n):\n    return n / ", "python", "2"),
+    ("def is_even(n):\n    return n % 2 == ", "python", "0"),
+    ("def keys(d):\n    return list(d.", "python", "keys())"),
+    ("def upper(s):\n    return s.", "python", "upper()"),
+    ("def inc(x):\n    return x + ", "python", "1"),
+    ("function add(a, b) {\n  return a", "javascript", " + b"),
+    ("def contains(items, x):\n    return x in ", "python", "items"),
+    ("def join(parts):\n    return ''.join(", "python", "parts)"),
+]
+
+
+def run_simple(
+    backend: Any, settings: Settings, cases: list[tuple[str, str, str]] = SIMPLE_CASES, label: str = "simple"
+) -> dict[str, Any]:
+    """Hand-made cases: the model's own suggestion (before the gate), right (or a right prefix) or not, its
+    confidence, and whether the checkpoint's gate would show it."""
     from dgemma_lsp.lsp.confidence import confidence
     from dgemma_lsp.lsp.infill import infill
 
     settings, gate = _ungated(backend, settings)
     rows = []
-    for code, lang, want in SIMPLE_CASES:
+    for code, lang, want in cases:
         # the cursor ends the first line of a case that ends in a line break, else the code
         offset = len(code) - 1 if code.endswith("\n") else len(code)
         path = "x.py" if lang == "python" else "x.js"
@@ -176,13 +211,17 @@ def run_simple(backend: Any, settings: Settings) -> dict[str, Any]:
                 expected=want,
                 got=res.text,
                 right=res.text.rstrip() == want,
+                prefix=bool(res.text.strip()) and want.startswith(res.text.rstrip()),
                 confidence=conf,
                 shown=_shown(res, res.text, gate),
                 seconds=time.perf_counter() - t0,
             )
         )
-        print("simple", repr(want), repr(res.text[:40]), conf, flush=True)
-    out = summarize(rows, [], ["right", "shown"])
+        print(label, repr(want), repr(res.text[:40]), conf, flush=True)
+    for r in rows:
+        r["right_shown"] = r["right"] and r["shown"]
+        r["prefix_shown"] = r["prefix"] and r["shown"]
+    out = summarize(rows, [], ["right", "prefix", "shown", "right_shown", "prefix_shown"])
     return out | {"min_confidence": gate, "max_confidence": max((r["confidence"] or 0) for r in rows), "samples": rows}
 
 
@@ -389,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-tables", type=int, default=60)
     ap.add_argument("--python-files", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", default="simple,infill,json,tables,latency", help="also: teacher")
+    ap.add_argument("--only", default="simple,infill,json,tables,latency", help="also: teacher, returns")
     ap.add_argument("--out", default="")
     ap.add_argument(
         "--repair-attempts", type=int, default=1, help="model repair attempts per document (the server's default: 3)"
@@ -410,6 +449,9 @@ def main(argv: list[str] | None = None) -> None:
     if "simple" in only:
         report["simple"] = run_simple(backend, settings)
         print("simple", json.dumps({k: v for k, v in report["simple"].items() if k != "samples"}), flush=True)
+    if "returns" in only:
+        report["returns"] = run_simple(backend, settings, RETURN_CASES, "returns")
+        print("returns", json.dumps({k: v for k, v in report["returns"].items() if k != "samples"}), flush=True)
     if "infill" in only:
         report["infill"] = run_infill(backend, docs, a.n_infill, settings)
         print("infill", json.dumps({k: v for k, v in report["infill"].items() if k != "samples"}), flush=True)
