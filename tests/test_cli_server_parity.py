@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,10 @@ def snake(key: str) -> str:
 @pytest.mark.parametrize("case", sorted(SOURCES))
 async def test_cli_and_server_agree(lsp, tiny_checkpoint: Path, tmp_path: Path, case: str) -> None:
     text, (line, char) = SOURCES[case]
-    src = tmp_path / f"parity_{case}.py"
+    # a fixed path: the prompt names the file, so a per-session tmp path would change the random model's answer
+    # (and make the non-empty check below a matter of luck)
+    src = Path(tempfile.gettempdir()) / "dgemma-lsp-parity" / f"parity_{case}.py"
+    src.parent.mkdir(exist_ok=True)
     src.write_text(text)
     settings = dict(SERVER_DEFAULTS, maxSnippetTokens=0, seed=3)  # no snippets of other open documents
     cfg = tmp_path / "cfg.json"
