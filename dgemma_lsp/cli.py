@@ -128,6 +128,7 @@ async def _started_backend(settings: Any) -> Any:
 
 async def _complete(args: argparse.Namespace) -> int:
     from .backend.contract import BackendError
+    from .lsp.documents import prompt_path
     from .lsp.infill import infill, language_for_path
     from .lsp.text import PositionError, position_to_offset
 
@@ -149,7 +150,7 @@ async def _complete(args: argparse.Namespace) -> int:
             text,
             offset,
             language_id=args.language or language_for_path(args.file),
-            path=args.file,
+            path=prompt_path(os.path.abspath(args.file), [os.getcwd()]) if args.file != "-" else "-",
             settings=settings,
         )
     except BackendError as exc:

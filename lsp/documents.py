@@ -8,16 +8,55 @@ costs a string splice and a list shift, not a rescan. Edits whose positions are 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from urllib.parse import unquote, urlparse
 
 from .text import PositionError, line_starts, utf16_col_to_index, utf16_len
 
-__all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window"]
+__all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window", "prompt_path", "root_paths"]
 
 _BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def prompt_path(path_or_uri: str, roots: Sequence[str] = ()) -> str:
+    """The file name a prompt shows: relative to the deepest root (workspace folder) that holds the file, else its
+    base name. Training shows root-relative paths, and a prompt should not carry the user's home directory to a
+    remote backend. A non-file URI (``untitled:``) stays as it is."""
+    if "://" in path_or_uri or path_or_uri.startswith("untitled:"):
+        u = urlparse(path_or_uri)
+        if u.scheme != "file":
+            return path_or_uri
+        path = unquote(u.path)
+    else:
+        path = path_or_uri
+    path = path.replace("\\", "/")
+    if not posixpath.isabs(path) and not re.match(r"^[A-Za-z]:/", path):
+        return posixpath.normpath(path)  # already relative (a CLI argument): as the user wrote it
+    best = ""
+    for root in roots:
+        r = root.replace("\\", "/").rstrip("/")
+        if r and path.startswith(r + "/") and len(r) > len(best):
+            best = r
+    return path[len(best) + 1 :] if best else posixpath.basename(path)
+
+
+def root_paths(uris: Sequence[str | None]) -> list[str]:
+    """File-system paths of the workspace folders among ``uris`` (file URIs or plain paths; others dropped)."""
+    out = []
+    for uri in uris:
+        if not uri:
+            continue
+        u = urlparse(uri)
+        if u.scheme == "file":
+            out.append(unquote(u.path))
+        elif "://" not in uri and posixpath.isabs(uri.replace("\\", "/")):
+            out.append(uri)
+    return out
 
 
 class BlockLineIndex:
@@ -150,6 +189,7 @@ class Document:
     version: int
     index: BlockLineIndex
     warnings: list[str] = field(default_factory=list)
+    shown_path: str = ""  # what prompts call the file (set by the store at open: :func:`prompt_path`)
 
     @property
     def text(self) -> str:
@@ -217,9 +257,11 @@ class DocumentStore:
 
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
+        self.roots: list[str] = []  # workspace folders (file-system paths), from initialize
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
         doc = Document(uri, language_id or "plaintext", version, BlockLineIndex(text))
+        doc.shown_path = prompt_path(uri, self.roots)
         self._docs[uri] = doc
         return doc
 

@@ -47,7 +47,7 @@ from . import structure_worker
 from .completion import ACCEPT_COMMAND, CompletionEngine
 from .confidence import temperatures
 from .diagnostics import normalize_language
-from .documents import BlockLineIndex, Document, DocumentStore
+from .documents import BlockLineIndex, Document, DocumentStore, root_paths
 from .faults import ENV as FAULTS_ENV
 from .faults import FaultInjectingBackend
 from .settings import RESTART_KEYS, SECTION, SettingsManager
@@ -246,7 +246,10 @@ class DGemmaServer(LanguageServer):
         from .context import Snippet
 
         limit = max(0, self.settings.max_snippet_tokens) * 4
-        return [Snippet(d.path, d.text[:limit], d.language_id) for d in self.docs.recent(doc.language_id, doc.uri)]
+        return [
+            Snippet(d.shown_path or d.path, d.text[:limit], d.language_id)
+            for d in self.docs.recent(doc.language_id, doc.uri)
+        ]
 
     # -- settings ---------------------------------------------------------------------------------------------
 
@@ -783,6 +786,9 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
     @ls.feature(types.INITIALIZE)
     def initialize(ls: DGemmaServer, params: types.InitializeParams) -> None:
         ls.client_caps = params.capabilities
+        # prompts name a file relative to its workspace folder (lsp/documents.prompt_path)
+        folders = [f.uri for f in params.workspace_folders or ()]
+        ls.docs.roots = root_paths([*folders, params.root_uri, params.root_path])
         if params.initialization_options is not None:
             ls.apply_settings(init_options=params.initialization_options, source="initializationOptions")
 

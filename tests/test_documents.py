@@ -1,0 +1,25 @@
+"""What prompts call a document: relative to its workspace folder, computed once when it opens."""
+
+from __future__ import annotations
+
+from dgemma_lsp.lsp.documents import DocumentStore, prompt_path, root_paths
+
+
+def test_prompts_name_a_file_relative_to_its_workspace_folder() -> None:
+    roots = root_paths(["file:///home/ann/proj", "file:///home/ann/proj/sub%20dir", None, "untitled:x", "/srv/code"])
+    assert roots == ["/home/ann/proj", "/home/ann/proj/sub dir", "/srv/code"]
+    # the deepest folder that holds the file; percent-escapes decoded; the home directory never shown
+    assert prompt_path("file:///home/ann/proj/geo/shapes.py", roots) == "geo/shapes.py"
+    assert prompt_path("file:///home/ann/proj/sub%20dir/a.py", roots) == "a.py"
+    assert prompt_path("file:///home/ann/project2/a.py", roots) == "a.py"  # a sibling with a common prefix
+    assert prompt_path("file:///tmp/scratch/notes.md", roots) == "notes.md"  # outside every folder: the name
+    assert prompt_path("untitled:Untitled-1", roots) == "untitled:Untitled-1"
+    assert prompt_path("fixtures/docs/close.py", ["/anywhere"]) == "fixtures/docs/close.py"  # the CLI's own words
+    assert prompt_path("file:///C:/work/app/main.py", ["/C:/work"]) == "app/main.py"
+
+
+def test_the_store_names_documents_for_prompts_once_at_open() -> None:
+    store = DocumentStore()
+    store.roots = ["/home/ann/proj"]
+    doc = store.open("file:///home/ann/proj/pkg/mod.py", "python", 1, "x = 1\n")
+    assert doc.shown_path == "pkg/mod.py" and doc.path == "/home/ann/proj/pkg/mod.py"
