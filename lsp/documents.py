@@ -23,19 +23,28 @@ __all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window", "prompt_path
 _BREAK = re.compile(r"\r\n|\r|\n")
 
 
+def _fs_path(path_or_uri: str) -> str | None:
+    """A file URI's or plain path's file-system path (``/`` separators, escapes decoded); None for other URIs."""
+    if "://" in path_or_uri or path_or_uri.startswith("untitled:"):
+        u = urlparse(path_or_uri)
+        if u.scheme != "file":
+            return None
+        path_or_uri = unquote(u.path)
+    return path_or_uri.replace("\\", "/")
+
+
+def _is_abs(path: str) -> bool:
+    return posixpath.isabs(path) or re.match(r"^[A-Za-z]:/", path) is not None
+
+
 def prompt_path(path_or_uri: str, roots: Sequence[str] = ()) -> str:
     """The file name a prompt shows: relative to the deepest root (workspace folder) that holds the file, else its
     base name. Training shows root-relative paths, and a prompt should not carry the user's home directory to a
     remote backend. A non-file URI (``untitled:``) stays as it is."""
-    if "://" in path_or_uri or path_or_uri.startswith("untitled:"):
-        u = urlparse(path_or_uri)
-        if u.scheme != "file":
-            return path_or_uri
-        path = unquote(u.path)
-    else:
-        path = path_or_uri
-    path = path.replace("\\", "/")
-    if not posixpath.isabs(path) and not re.match(r"^[A-Za-z]:/", path):
+    path = _fs_path(path_or_uri)
+    if path is None:
+        return path_or_uri
+    if not _is_abs(path):
         return posixpath.normpath(path)  # already relative (a CLI argument): as the user wrote it
     best = ""
     for root in roots:
@@ -46,17 +55,9 @@ def prompt_path(path_or_uri: str, roots: Sequence[str] = ()) -> str:
 
 
 def root_paths(uris: Sequence[str | None]) -> list[str]:
-    """File-system paths of the workspace folders among ``uris`` (file URIs or plain paths; others dropped)."""
-    out = []
-    for uri in uris:
-        if not uri:
-            continue
-        u = urlparse(uri)
-        if u.scheme == "file":
-            out.append(unquote(u.path))
-        elif "://" not in uri and posixpath.isabs(uri.replace("\\", "/")):
-            out.append(uri)
-    return out
+    """File-system paths of the workspace folders among ``uris`` (file URIs or absolute paths; others dropped)."""
+    paths = (_fs_path(u) for u in uris if u)
+    return [p for p in paths if p is not None and _is_abs(p)]
 
 
 class BlockLineIndex:
