@@ -150,7 +150,7 @@ async def _complete(args: argparse.Namespace) -> int:
             text,
             offset,
             language_id=args.language or language_for_path(args.file),
-            path=prompt_path(os.path.abspath(args.file), [os.getcwd()]) if args.file != "-" else "-",
+            path=prompt_path(args.file, [os.getcwd()]),
             settings=settings,
         )
     except BackendError as exc:

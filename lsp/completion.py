@@ -263,7 +263,7 @@ class CompletionEngine:
             text,
             offset,
             language_id=doc.language_id,
-            path=doc.shown_path or doc.path,
+            path=doc.prompt_name,
             count_tokens=backend.count_tokens,
             max_prefix_tokens=s.max_prefix_tokens,
             max_suffix_tokens=s.max_suffix_tokens,

@@ -200,6 +200,11 @@ class Document:
     def path(self) -> str:
         return self.uri[7:] if self.uri.startswith("file://") else self.uri
 
+    @property
+    def prompt_name(self) -> str:
+        """What prompts call the file: the store's name for it, else its base name (never an absolute path)."""
+        return self.shown_path or prompt_path(self.uri)
+
     def offset(self, line: int, character: int) -> int:
         """Offset of an LSP position for a *request*.
 

@@ -247,8 +247,7 @@ class DGemmaServer(LanguageServer):
 
         limit = max(0, self.settings.max_snippet_tokens) * 4
         return [
-            Snippet(d.shown_path or d.path, d.text[:limit], d.language_id)
-            for d in self.docs.recent(doc.language_id, doc.uri)
+            Snippet(d.prompt_name, d.text[:limit], d.language_id) for d in self.docs.recent(doc.language_id, doc.uri)
         ]
 
     # -- settings ---------------------------------------------------------------------------------------------

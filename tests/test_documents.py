@@ -23,3 +23,11 @@ def test_the_store_names_documents_for_prompts_once_at_open() -> None:
     store.roots = ["/home/ann/proj"]
     doc = store.open("file:///home/ann/proj/pkg/mod.py", "python", 1, "x = 1\n")
     assert doc.shown_path == "pkg/mod.py" and doc.path == "/home/ann/proj/pkg/mod.py"
+
+
+def test_a_document_built_outside_the_store_still_shows_no_absolute_path() -> None:
+    from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+
+    doc = Document("file:///home/ann/proj/pkg/mod.py", "python", 1, BlockLineIndex("x = 1\n"))
+    assert doc.prompt_name == "mod.py"
+    assert DocumentStore().open("file:///home/ann/proj/pkg/mod.py", "python", 1, "").prompt_name == "mod.py"
