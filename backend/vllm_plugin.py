@@ -114,6 +114,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def kernel_options(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Row-kernel launch shape from ``DGEMMA_KERNEL_BLOCK_V`` (vocabulary block, a power of two) and
+    ``DGEMMA_KERNEL_SPLITS`` (programs per row; ``auto`` fills the GPU): a machine-specific tuning knob, set by the
+    GPU benchmark's kernel sweep (bench/gpu_step.py --kernel-env). Defaults: 2048, 1."""
+    env = os.environ if environ is None else environ
+    block_v = int(env.get("DGEMMA_KERNEL_BLOCK_V") or 2048)
+    if block_v < 16 or block_v & (block_v - 1):
+        raise ValueError(f"DGEMMA_KERNEL_BLOCK_V must be a power of two >= 16 (got {block_v})")
+    raw = (env.get("DGEMMA_KERNEL_SPLITS") or "1").strip().lower()
+    splits = None if raw == "auto" else int(raw)
+    if splits is not None and splits < 1:
+        raise ValueError(f"DGEMMA_KERNEL_SPLITS must be >= 1 or auto (got {raw})")
+    return {"block_v": block_v, "splits": splits}
+
+
 def _mix_seed(seed: int, step: Any, pos: Any) -> Any:
     """Per-(request seed, step, position) Philox seed in int31 (works on ints and int64 tensors)."""
     return (seed * 1_000_003 + step * 7_919 + pos * 104_729 + 12_345) % 2_147_483_647
@@ -160,6 +175,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.tap: set[int] = set()
             self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
             self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
+            self.kernel_kw = kernel_options()
             self._segments = torch.arange(0, (n + 1) * cl, cl, device=dev, dtype=torch.int32)
             # Host mirror of is_encoder_phase, refreshed by a non-blocking copy at the end of each step: the next
             # step reads it without stalling vLLM's async scheduling (the GPU is busy with the next forward).
@@ -202,12 +218,11 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 st = steps.tolist()
                 arr = toks.numpy()
                 for j, rid in enumerate(rids):
-                    if st[j] < 0:
+                    if st[j] == 0:  # a commit step: nothing new to show
                         continue
                     try:
-                        self._sock.send_multipart(
-                            [rid.encode(), str(st[j]).encode(), arr[j, : widths[j]].tobytes()], zmq.NOBLOCK
-                        )
+                        msg = [rid.encode(), str(abs(st[j])).encode(), arr[j, : widths[j]].tobytes()]
+                        self._sock.send_multipart(msg + [b"final"] if st[j] < 0 else msg, zmq.NOBLOCK)
                     except Exception:  # a full or closed tap must never stall the engine
                         pass
 
@@ -385,6 +400,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 widths=width,
                 max_segment=cl,
                 impl="triton",
+                **self.kernel_kw,
             )
             argmax_tokens = out.argmax.view(nd, cl)
             denoise_canvas = out.next_canvas.view(nd, cl)
@@ -427,10 +443,14 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
             self._publish_phase()
             if self._tap_q is not None and self.tap:
-                self._queue_drafts(input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise)
+                self._queue_drafts(
+                    input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise & converged
+                )
             return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
 
-        def _queue_drafts(self, input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise):
+        def _queue_drafts(self, input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, final):
+            # a denoising step's draft: step >= 1; a commit step: -1 (not sent); final: the step converged, so
+            # this draft is exactly the canvas the next (commit) step emits (vLLM emits argmax_canvas there)
             rows = [i for i, s in enumerate(decode_slots_np.tolist()) if s in self.tap]
             if not rows:
                 return
@@ -440,7 +460,9 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             toks = torch.empty((len(rows), argmax_tokens.shape[1]), dtype=torch.int32, pin_memory=pin)
             steps = torch.empty((len(rows),), dtype=torch.int32, pin_memory=pin)
             toks.copy_(argmax_tokens[idx].to(torch.int32), non_blocking=True)
-            steps.copy_(torch.where(is_denoise[idx], new_step[idx].to(torch.int32), -1), non_blocking=True)
+            is_denoise = new_step[idx] > 0
+            code = torch.where(final[idx], -new_step[idx], new_step[idx])  # negative: the final draft
+            steps.copy_(torch.where(is_denoise, code, 0).to(torch.int32), non_blocking=True)
             evt = torch.cuda.Event() if argmax_tokens.is_cuda else None
             if evt is not None:
                 evt.record()

@@ -129,7 +129,7 @@ def vllm026_sample_torch(logits, temp, embed, bound: float):
     return canvas, argmax_tokens, soft
 
 
-def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1):
+def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1, block_v: int = 2048):
     import torch
 
     from dgemma_lsp.backend.kernels import denoise_step
@@ -147,34 +147,57 @@ def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1):
         probs_dtype=embed.dtype,
         impl="triton",
         splits=splits,
+        block_v=block_v,
     )
     soft = torch.matmul(out.probs.view(nd, c, -1), embed)
     return out.next_canvas, out.argmax, soft
 
 
-def part_kernels(dtypes: str = "bf16,fp32") -> None:
+KERNEL_VARIANTS = {  # name -> (splits, block_v) of our row kernel; the sweep picks the plugin's setting
+    "ours_triton": (1, 2048),
+    "ours_triton_split": (None, 2048),
+    "ours_bv1024": (1, 1024),
+    "ours_bv4096": (1, 4096),
+    "ours_split_bv1024": (None, 1024),
+}
+
+
+def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
     import torch
     import triton.testing as tt
 
     embed = torch.randn(VOCAB, 2816, device="cuda", dtype=torch.bfloat16) * 0.02
     # one specialisation per shape (dynamic=True failed at batch 4: InductorError CantSplit)
     compiled = torch.compile(vllm026_sample_torch, dynamic=False)
+    totals: dict[str, float] = {}
     for nd, c in ((1, 256), (4, 256), (1, 64), (4, 64), (1, 32)):
         for dtype in [{"bf16": torch.bfloat16, "fp32": torch.float32}[d] for d in dtypes.split(",")]:
             logits = (torch.randn(nd * c, VOCAB, device="cuda") * 3).to(dtype)
             temp = torch.full((nd,), 0.6, device="cuda")
             res = {"part": "kernels", "batch": nd, "canvas": c, "logits": str(dtype).split(".")[-1]}
-            ours_auto = functools.partial(ours_sample, splits=None)
-            for name, fn in (("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled),
-                             ("ours_triton", ours_sample), ("ours_triton_split", ours_auto)):  # fmt: skip
+            fns = [("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled)]
+            fns += [
+                (k, functools.partial(ours_sample, splits=sp, block_v=bv)) for k, (sp, bv) in KERNEL_VARIANTS.items()
+            ]
+            for name, fn in fns:
                 try:
                     res[name + "_ms"] = round(
                         tt.do_bench(lambda fn=fn, lg=logits, tp=temp: fn(lg, tp, embed, 0.1), warmup=25, rep=150,
                                     return_mode="median"), 3)  # fmt: skip
+                    if name in KERNEL_VARIANTS and dtype == torch.bfloat16:
+                        totals[name] = totals.get(name, 0.0) + res[name + "_ms"]
                 except Exception as exc:  # keep the table going; the error is in the row
                     res[name + "_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
             res["logits_read_floor_ms"] = round(nd * c * VOCAB * logits.element_size() / 4.3e12 * 1e3, 3)
             emit(res)
+    if totals:
+        best = min(totals, key=totals.get)
+        splits, block_v = KERNEL_VARIANTS[best]
+        emit({"part": "kernels", "pick": best, "sum_bf16_ms": {k: round(v, 3) for k, v in totals.items()}})
+        if kernel_env:  # later runs on the same machine start their engines with the fastest variant
+            Path(kernel_env).write_text(
+                f"export DGEMMA_KERNEL_SPLITS={'auto' if splits is None else splits} DGEMMA_KERNEL_BLOCK_V={block_v}\n"
+            )
 
 
 # ------------------------------------------------------------------------------------------------ transformers
@@ -281,6 +304,12 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
     from vllm.inputs import TokensPrompt
 
     label, canvas, steps = args.label, args.canvas, args.steps
+    graph_kw = {}
+    if args.graph_sizes:  # what VLLMBackend starts: CUDA graphs for every denoising batch (up to 4 canvases)
+        from dgemma_lsp.backend.vllm_backend import cudagraph_capture_sizes
+
+        sizes = cudagraph_capture_sizes(canvas, 4)
+        graph_kw = {"compilation_config": {"cudagraph_capture_sizes": sizes}} if sizes else {}
     t0 = time.monotonic()
     llm = LLM(
         model=args.model,
@@ -294,6 +323,7 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         max_model_len=16384,
         enable_prefix_caching=True,
         enforce_eager=args.eager,
+        **graph_kw,
     )
     emit({"part": "vllm", "engine": label, "event": "started", "s": round(time.monotonic() - t0, 1)})
     eng = llm.llm_engine
@@ -327,7 +357,7 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
                 "prompts": prompts}  # fmt: skip
 
     detok = not args.no_detok
-    for ctx, batch in ((1024, 1), (1024, 4), (8192, 1)):
+    for ctx, batch in () if args.only_profile else ((1024, 1), (1024, 4), (8192, 1)):
         run(ctx, batch, detok)  # warm-up (also compiles / captures anything shape-specific)
         r = run(ctx, batch, detok)
         cached = run(ctx, batch, detok, prompts=r.pop("prompts"))
@@ -335,6 +365,9 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         emit({"part": "vllm", "engine": label, "canvas": canvas, "steps": steps, "ctx": ctx, "batch": batch,
               "detokenize": detok, **r, "cached_total_ms": cached["total_ms"], "cached_commit_ms": cached["commit_ms"],
               "cached_step_ms": cached["step_ms"]})  # fmt: skip
+    if args.profile:
+        for ctx, batch in ((1024, 1), (1024, 4)):
+            profile_denoising(eng, label, ctx, batch, canvas, rng)
     if args.also_detok_off and detok:
         r = run(8192, 1, False)
         r.pop("prompts")
@@ -344,6 +377,80 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
     import gc
 
     gc.collect()
+
+
+PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
+    ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_combine")),
+    ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
+    ("attention", ("attn", "attention", "unified", "paged", "flash")),
+    ("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "sm90", "sm80", "ampere", "matmul", "splitk")),
+    ("copy", ("memcpy", "memset", "copy", "Memcpy", "Memset", "fill", "index", "scatter", "gather")),
+    ("fused_elementwise", ("triton_",)),
+)
+
+
+def kernel_category(name: str) -> str:
+    low = name.lower()
+    for cat, pats in PROFILE_CATEGORIES:
+        if any(p.lower() in low for p in pats):
+            return cat
+    return "other"
+
+
+def summarize_trace(trace: dict, n_steps: int) -> dict:
+    """Kernel time per step by category and the top kernels, from a chrome trace of ``n_steps`` engine steps."""
+    kern = [e for e in trace.get("traceEvents", []) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    by_cat: dict[str, float] = {}
+    by_name: dict[str, list[float]] = {}
+    for e in kern:
+        d = float(e.get("dur", 0)) / 1e3
+        by_cat[kernel_category(e["name"])] = by_cat.get(kernel_category(e["name"]), 0.0) + d
+        by_name.setdefault(e["name"], []).append(d)
+    top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:15]
+    span = 0.0
+    if kern:
+        span = (max(e["ts"] + e.get("dur", 0) for e in kern) - min(e["ts"] for e in kern)) / 1e3
+    return {
+        "gpu_ms_per_step": round(sum(by_cat.values()) / n_steps, 3),
+        "gpu_span_ms_per_step": round(span / n_steps, 3),
+        "by_cat_ms_per_step": {k: round(v / n_steps, 3) for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])},
+        "top": [[n[:90], round(len(d) / n_steps, 1), round(sum(d) / n_steps, 3)] for n, d in top],
+    }
+
+
+def profile_denoising(eng, label: str, ctx: int, batch: int, canvas: int, rng, n_prof: int = 6) -> None:
+    """torch.profiler over ``n_prof`` pure denoising steps (cached prompt, after the prefill): where a step goes."""
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    sp = SamplingParams(max_tokens=canvas, detokenize=False, ignore_eos=True)
+    prompts = [rng.integers(10, VOCAB, ctx).tolist() for _ in range(batch)]
+    for rnd in range(2):  # the first round fills the prefix cache
+        for i, p in enumerate(prompts):
+            eng.add_request(f"prof{label}{ctx}x{batch}r{rnd}i{i}", TokensPrompt(prompt_token_ids=p), sp)
+        k = 0
+        walls = []
+        while eng.has_unfinished_requests():
+            if rnd == 1 and k == 3:
+                torch.cuda.synchronize()
+                prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                prof.__enter__()
+            t = time.perf_counter()
+            eng.step()
+            walls.append(time.perf_counter() - t)
+            k += 1
+            if rnd == 1 and k == 3 + n_prof:
+                torch.cuda.synchronize()
+                prof.__exit__(None, None, None)
+    path = Path(tempfile.mkdtemp()) / "trace.json"
+    prof.export_chrome_trace(str(path))
+    summary = summarize_trace(json.loads(path.read_text()), n_prof)
+    emit({"part": "profile", "engine": label, "ctx": ctx, "batch": batch, "canvas": canvas, "steps": n_prof,
+          "wall_ms_per_step": round(sum(walls[3:3 + n_prof]) / n_prof * 1e3, 2), **summary})  # fmt: skip
 
 
 def vllm_suggest_child(args: argparse.Namespace) -> None:
@@ -364,6 +471,7 @@ def vllm_suggest_child(args: argparse.Namespace) -> None:
         rng = np.random.default_rng(1)
         ctx = rng.integers(10, VOCAB, 1024).tolist()
         lat, first_draft, ndrafts = [], [], []
+        n_early = 0
         for i in range(14):
             typed = ctx + rng.integers(10, VOCAB, 1 + i % 3).tolist()  # a keystroke or two after the cached context
             req = CanvasRequest(prompt_ids=typed, canvas_length=32, max_denoising_steps=8, want_drafts=True)
@@ -378,7 +486,7 @@ def vllm_suggest_child(args: argparse.Namespace) -> None:
                 if isinstance(ev, Committed) and commit_t is None:
                     commit_t = time.perf_counter() - ts
                 if isinstance(ev, Done):
-                    pass
+                    n_early += bool(ev.stats.extra.get("early_commit")) and i >= 4
             if i >= 4:  # the first ones warm up (and fill the prefix cache)
                 lat.append(commit_t * 1e3)
                 first_draft.append(fd * 1e3 if nd else float("nan"))
@@ -386,7 +494,8 @@ def vllm_suggest_child(args: argparse.Namespace) -> None:
         lat.sort()
         emit({"part": "suggest", "canvas_engine": args.canvas, "canvas": 32, "steps": 8, "ctx": 1024, "n": len(lat),
               "p50_ms": round(med(lat), 1), "p90_ms": round(lat[int(0.9 * (len(lat) - 1))], 1),
-              "first_draft_p50_ms": round(med(first_draft), 1), "drafts_per_request": med(ndrafts)})  # fmt: skip
+              "first_draft_p50_ms": round(med(first_draft), 1), "drafts_per_request": med(ndrafts),
+              "early_commits": n_early})  # fmt: skip
         await b.aclose()
 
     asyncio.run(main())
@@ -399,8 +508,11 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("native", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native", "--canvas", "256",
                                                   "--also-detok-off"]),
         ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
-                                               "--no-detok"]),
+                                               "--no-detok", "--graph-sizes"]),
+        ("profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
+                                                  "--no-detok", "--graph-sizes", "--profile", "--only-profile"]),
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
+        ("suggest32", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "32"]),
     ]  # fmt: skip
     for name, env_extra, cli in jobs:
         if name not in args.vllm_jobs.split(","):
@@ -434,12 +546,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--no-detok", action="store_true")
+    ap.add_argument("--only-profile", action="store_true", help="skip the timed runs (with --profile)")
+    ap.add_argument("--profile", action="store_true", help="torch.profiler over denoising steps at 1k, batch 1 / 4")
+    ap.add_argument("--graph-sizes", action="store_true", help="CUDA graphs up to 4 canvases (as VLLMBackend)")
     ap.add_argument("--also-detok-off", action="store_true")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
+    ap.add_argument("--kernel-env", default="", help="write the fastest kernel variant as shell exports here")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
     if args.child == "engine":
@@ -450,7 +566,7 @@ def main() -> None:
     if "floors" in parts:
         part_floors()
     if "kernels" in parts:
-        part_kernels(args.kernel_dtypes)
+        part_kernels(args.kernel_dtypes, args.kernel_env)
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

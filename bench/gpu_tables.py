@@ -184,16 +184,53 @@ def render(rows: list[Row]) -> str:
             )  # fmt: skip
         )
 
-    ker = [r for r in rows if r.get("part") == "kernels"]
+    ker = [r for r in rows if r.get("part") == "kernels" and "batch" in r]
     if ker:
         names = ["vllm026_eager_ms", "vllm026_compiled_ms", "ours_triton_ms", "ours_triton_split_ms"]
+        extra = sorted({k for r in ker for k in r if k.startswith("ours_") and k.endswith("_ms")} - set(names))
         out.append("### The sampling part alone (ms)")
         out.append(
             _table(
-                ["batch x canvas", "logits", "vLLM 0.26 eager", "vLLM 0.26 compiled", "ours", "ours, split vocabulary"],
-                [[f"{r['batch']} x {r['canvas']}", r["logits"], *(r.get(n) for n in names)] for r in ker],
-            )
+                [
+                    "batch x canvas",
+                    "logits",
+                    "vLLM 0.26 eager",
+                    "vLLM 0.26 compiled",
+                    "ours",
+                    "ours, split vocabulary",
+                    *(n.removesuffix("_ms") for n in extra),
+                ],
+                [[f"{r['batch']} x {r['canvas']}", r["logits"], *(r.get(n) for n in names + extra)] for r in ker],
+            )  # fmt: skip
         )
+        for r in rows:
+            if r.get("part") == "kernels" and "pick" in r:
+                out.append(f"fastest launch shape over these rows (bf16, summed): {r['pick']} {r['sum_bf16_ms']}")
+
+    prof = [r for r in rows if r.get("part") == "profile"]
+    if prof:
+        out.append("### Where a denoising step goes (torch.profiler, ms per step)")
+        cats = sorted({c for r in prof for c in r["by_cat_ms_per_step"]})
+        out.append(
+            _table(
+                ["engine", "ctx", "batch", "wall", "GPU kernels", "GPU span", *cats],
+                [
+                    [
+                        r["engine"],
+                        r["ctx"],
+                        r["batch"],
+                        r["wall_ms_per_step"],
+                        r["gpu_ms_per_step"],
+                        r["gpu_span_ms_per_step"],
+                        *(r["by_cat_ms_per_step"].get(c) for c in cats),
+                    ]
+                    for r in prof
+                ],
+            )  # fmt: skip
+        )
+        for r in prof:
+            out.append(f"top kernels, batch {r['batch']} (name, calls per step, ms per step):")
+            out.append(_table(["kernel", "calls", "ms"], [list(t) for t in r["top"]]))
 
     moe = [r for r in rows if r.get("part") == "tune_moe" and "M" in r]
     if moe:

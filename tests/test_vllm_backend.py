@@ -12,10 +12,11 @@ from dgemma_lsp.backend.vllm_backend import (
     VLLMBackend,
     VLLMFeatures,
     check_max_num_seqs,
+    cudagraph_capture_sizes,
     detect_features,
     map_request,
 )
-from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, enabled_features, register
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, enabled_features, kernel_options, register
 from dgemma_lsp.config import Settings
 
 try:
@@ -86,6 +87,42 @@ def test_engine_arguments_are_the_vendor_settings() -> None:
     assert kw["max_num_seqs"] == 4 and kw["enable_prefix_caching"] is True
     assert kw["gpu_memory_utilization"] == s.vllm_gpu_memory_utilization
     assert kw["max_model_len"] == s.vllm_max_model_len
+
+
+def test_cuda_graphs_cover_every_denoising_batch() -> None:
+    # vLLM's default stops at 512 tokens: 4 canvases of 256 stepped without graphs (44 ms vs 16, bench/RESULTS.md)
+    kw = VLLMBackend("m", canvas_length=256, max_num_seqs=4).engine_kwargs()
+    sizes = kw["compilation_config"]["cudagraph_capture_sizes"]
+    assert {256, 512, 768, 1024} <= set(sizes) and max(sizes) == 1024 and sizes == sorted(sizes)
+    assert {1, 8, 128, 496} <= set(sizes)  # vLLM's own sizes stay (prefill chunks, commit steps)
+    assert cudagraph_capture_sizes(64, 4) is None  # 256 tokens: vLLM's default covers it
+    assert "compilation_config" not in VLLMBackend("m", canvas_length=64).engine_kwargs()
+    assert "compilation_config" not in VLLMBackend("m", enforce_eager=True).engine_kwargs()
+    assert max(cudagraph_capture_sizes(256, 3)) == 768
+
+
+def test_row_kernel_launch_shape_from_the_environment() -> None:
+    assert kernel_options({}) == {"block_v": 2048, "splits": 1}
+    assert kernel_options({"DGEMMA_KERNEL_BLOCK_V": "1024", "DGEMMA_KERNEL_SPLITS": "auto"}) == {
+        "block_v": 1024,
+        "splits": None,
+    }
+    with pytest.raises(ValueError, match="power of two"):
+        kernel_options({"DGEMMA_KERNEL_BLOCK_V": "1000"})
+    with pytest.raises(ValueError, match=">= 1 or auto"):
+        kernel_options({"DGEMMA_KERNEL_SPLITS": "0"})
+
+
+def test_one_canvas_requests_end_at_their_final_draft() -> None:
+    one = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32, want_drafts=False), prompt_ids=[1],
+                      seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD)  # fmt: skip
+    assert one.early_commit and one.sampling["extra_args"]["dgemma_draft_tap"] is True  # the tap says which is final
+    two = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32, max_new_tokens=64, want_drafts=False),
+                      prompt_ids=[1], seed_ids=None, engine_canvas=32, vocab_size=500, features=OLD)  # fmt: skip
+    assert not two.early_commit and "dgemma_draft_tap" not in (two.sampling["extra_args"] or {})
+    new = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32), prompt_ids=[1], seed_ids=None,
+                      engine_canvas=256, vocab_size=500, features=NEW)  # fmt: skip
+    assert not new.early_commit  # vLLM's own sampler has no tap
 
 
 def test_request_mapping_on_old_vllm_with_plugin() -> None:

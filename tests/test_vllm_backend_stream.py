@@ -65,13 +65,13 @@ class FakeDiffusionEngine:
                     if rid in self.aborted:
                         return
                     q = self.tap.queues.get(rid)
-                    if q is not None:
-                        q.put_nowait(("draft", (step, canvas)))
+                    if q is not None:  # the plugin marks a canvas's last step as final
+                        q.put_nowait(("draft", (step, canvas, step == self.steps)))
                 nxt = self.canvases[i + 1] if i + 1 < len(self.canvases) else [7] * 8
                 for step in range(1, self.run_ahead + 1):
                     q = self.tap.queues.get(rid)
                     if q is not None:
-                        q.put_nowait(("draft", (step, nxt)))
+                        q.put_nowait(("draft", (step, nxt, False)))
                 await asyncio.sleep(STEP_S)
                 last = i == len(self.canvases) - 1
                 yield SimpleNamespace(outputs=[SimpleNamespace(token_ids=list(canvas))], finished=last)
@@ -162,6 +162,36 @@ async def test_eos_cuts_the_text_and_ends_the_stream(tok) -> None:
     backend = FakeEngineVLLMBackend([canvas, ids(tok, "never")], tok)
     done = await collect(backend.generate(CanvasRequest(prompt_ids=[2], want_drafts=False)))
     assert done.text == "x = 1" and done.stats.canvases == 1
+
+
+async def test_a_one_canvas_request_ends_at_its_final_draft_and_leaves_the_engine(tok) -> None:
+    # the plugin marks the converged step's draft "final": vLLM's commit step would emit exactly that canvas, so
+    # the backend answers from it and aborts the request instead of waiting for the commit step and its output
+    canvas = ids(tok, "x = 1") + [tok.eos_token_id] + ids(tok, "garbage")
+    req = CanvasRequest(prompt_ids=[2], canvas_length=32, max_denoising_steps=4, want_drafts=False)
+    early = FakeEngineVLLMBackend([canvas], tok)
+    evs = [ev async for ev in early.generate(req)]
+    assert [e.kind for e in evs] == ["committed", "done"]  # no drafts asked for, none shown
+    commit = evs[0]
+    assert commit.text == "x = 1" and commit.eos and commit.steps == 4
+    assert commit.token_ids == canvas[: len(ids(tok, "x = 1")) + 1]  # cut after the end token, as vLLM cuts
+    assert early._engine.params[0]["extra_args"]["dgemma_draft_tap"] is True
+    assert len(early._engine.aborted) == 1 and evs[-1].stats.extra["early_commit"] is True
+    await asyncio.sleep(3 * STEP_S)
+    assert not early._engine.running
+    # the same request through the engine's own commit step gives the same events
+    late = FakeEngineVLLMBackend([canvas], tok)
+    late.early_commit = False
+    evs_late = [ev async for ev in late.generate(req)]
+    assert [(e.kind, e.text) for e in evs_late] == [(e.kind, e.text) for e in evs]
+    assert not late._engine.aborted and "early_commit" not in evs_late[-1].stats.extra
+
+
+async def test_a_request_of_several_canvases_waits_for_each_commit(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a = 1"), ids(tok, " b = 2")], tok)
+    req = CanvasRequest(prompt_ids=[2], canvas_length=32, max_new_tokens=64, want_drafts=False)
+    done = await collect(backend.generate(req))
+    assert done.text == "a = 1 b = 2" and not backend._engine.aborted
 
 
 async def test_cancel_stops_within_one_step_and_aborts_the_request(tok) -> None:

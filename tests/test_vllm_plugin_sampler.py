@@ -191,6 +191,7 @@ def test_seed_canvas_pins_step_cap_and_commit(plugin) -> None:
         time.sleep(0.01)
     steps = [int(m[1]) for m in plugin.sent]
     assert steps == [1, 2, 3] and all(m[0] == b"r1-abcdef12" for m in plugin.sent)  # one draft per step
+    assert [m[3:] for m in plugin.sent] == [[], [], [b"final"]]  # the converged step's draft is the commit
     assert np.frombuffer(plugin.sent[-1][2], dtype=np.int32).tolist() == commit.sampled[0].tolist()
 
 

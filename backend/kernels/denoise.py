@@ -1,7 +1,7 @@
 """Triton kernels for the denoising hot path: two launches per step instead of ~10 PyTorch passes over the logits.
 
 * ``_row_kernel`` — one program per canvas row, one pass over the vocabulary: softcap (optional), temperature,
-  argmax (first index of the max), Gumbel-max sample on given uniform noise or on in-kernel Philox noise, entropy by
+  argmax (first index of the max), Gumbel-max sample on given uniform noise or on in-kernel hashed noise, entropy by
   an online log-sum-exp (running max ``m``, ``s = sum e^(x-m)``, ``t = sum e^(x-m) (x-m)``, ``H = log s - t / s``),
   and optionally the scaled logits in the self-conditioning dtype (so no separate division pass is needed).
 * ``_accept_kernel`` — one program per request: the entropy-bound acceptance without a sort (a row is accepted when
@@ -39,6 +39,21 @@ def kernels_usable(device: torch.device | str) -> bool:
 
 if HAVE_TRITON:
 
+    def _mix32_fn(h):
+        # lowbias32 (C. Wellons): a 32-bit integer hash with good avalanche, a few instructions per element where
+        # Philox (tl.rand) costs ~10 rounds; Gumbel-max sampling needs uniform bits, not a cryptographic stream
+        h = h ^ (h >> 16)
+        h = h * 0x7FEB352D
+        h = h ^ (h >> 15)
+        h = h * 0x846CA68B
+        h = h ^ (h >> 16)
+        return h
+
+    def _uniform_fn(key, offs):
+        # uniform in (0, 1), never 0 or 1: 24 hashed bits of (key, vocabulary index)
+        h = _mix32(offs.to(tl.uint32) * 0x9E3779B9 + key)
+        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+
     def _row_kernel(
         logits_ptr,
         stride_l,
@@ -72,14 +87,19 @@ if HAVE_TRITON:
         hi = tl.minimum(lo + chunk, V)
         temp = tl.load(temp_ptr + row)
         base = logits_ptr + row * stride_l
-        # scalars that carry across vocabulary blocks
-        m = tl.full((), float("-inf"), tl.float32)
-        s = tl.zeros((), tl.float32)
-        t = tl.zeros((), tl.float32)
-        best = tl.full((), float("-inf"), tl.float32)
-        best_i = tl.zeros((), tl.int32)
-        gbest = tl.full((), float("-inf"), tl.float32)
-        gbest_i = tl.zeros((), tl.int32)
+        if ROW_SEEDS:
+            key = _mix32(tl.load(seeds_ptr + row).to(tl.uint32) + 0x632BE5AB)
+        else:
+            key = _mix32(_mix32(row.to(tl.uint32) + 0x632BE5AB) ^ seed.to(tl.uint32))
+        # Per-lane running state, reduced across lanes once after the loop: a reduction per block (the first
+        # version) made the loop latency-bound (~1.4 ms for 256 x 262144 on the H200).
+        m = tl.full((BLOCK_V,), float("-inf"), tl.float32)  # running max of the lane
+        s = tl.zeros((BLOCK_V,), tl.float32)  # sum e^(x - m)
+        t = tl.zeros((BLOCK_V,), tl.float32)  # sum e^(x - m) (x - m)
+        best = tl.full((BLOCK_V,), float("-inf"), tl.float32)
+        best_i = tl.zeros((BLOCK_V,), tl.int32)
+        gbest = tl.full((BLOCK_V,), float("-inf"), tl.float32)
+        gbest_i = tl.zeros((BLOCK_V,), tl.int32)
         for start in range(lo, hi, BLOCK_V):
             offs = start + tl.arange(0, BLOCK_V)
             valid = offs < hi
@@ -92,34 +112,43 @@ if HAVE_TRITON:
             if WRITE_SCALED:
                 tl.store(scaled_ptr + row * stride_s + offs, x.to(scaled_ptr.dtype.element_ty), mask=valid)
             x = tl.where(valid, x, float("-inf"))
-            # argmax: first index of the block max, then strictly-greater across blocks (= torch.argmax)
-            bm = tl.max(x, axis=0)
-            bi = tl.min(tl.where(x == bm, offs, 2147483647), axis=0)
-            take = bm > best
-            best_i = tl.where(take, bi, best_i)
-            best = tl.where(take, bm, best)
+            # argmax: a lane visits increasing indices, so strictly-greater keeps its first maximum
+            take = x > best
+            best_i = tl.where(take, offs, best_i)
+            best = tl.where(take, x, best)
             # Gumbel-max sample
             if HAS_NOISE:
                 u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
-            elif ROW_SEEDS:
-                u = tl.rand(tl.load(seeds_ptr + row), offs)
             else:
-                u = tl.rand(seed, (row * V + offs).to(tl.int32))
+                u = _uniform(key, offs)
             g = tl.where(valid, x - tl.log(-tl.log(u)), float("-inf"))
-            gm = tl.max(g, axis=0)
-            gi = tl.min(tl.where(g == gm, offs, 2147483647), axis=0)
-            gtake = gm > gbest
-            gbest_i = tl.where(gtake, gi, gbest_i)
-            gbest = tl.where(gtake, gm, gbest)
-            # online entropy: rescale the running sums to the new max
-            m_new = tl.maximum(m, bm)
-            alpha = tl.exp(m - m_new)
-            shift = tl.where(s > 0, m - m_new, 0.0)
-            d = tl.where(valid, x - m_new, 0.0)
-            e = tl.where(valid, tl.exp(d), 0.0)
-            t = alpha * (t + s * shift) + tl.sum(e * d, axis=0)
-            s = alpha * s + tl.sum(e, axis=0)
-            m = m_new
+            gtake = g > gbest
+            gbest_i = tl.where(gtake, offs, gbest_i)
+            gbest = tl.where(gtake, g, gbest)
+            # online entropy per lane with one exp: r = e^(min - max) of the old max and the new value
+            live = x > float("-inf")
+            up = x > m
+            delta = tl.where(live, tl.minimum(m, x) - tl.maximum(m, x), 0.0)
+            r = tl.where(live, tl.exp(delta), 0.0)
+            s_up = s * r + 1.0
+            t_up = tl.where(s > 0, r * (t + s * delta), 0.0)
+            s_dn = s + r
+            t_dn = t + tl.where(r > 0, r * delta, 0.0)
+            s = tl.where(live, tl.where(up, s_up, s_dn), s)
+            t = tl.where(live, tl.where(up, t_up, t_dn), t)
+            m = tl.where(live & up, x, m)
+        # lanes -> row (or this program's chunk of it)
+        big = tl.max(m, axis=0)
+        w = tl.where(s > 0, tl.exp(m - big), 0.0)
+        t = tl.sum(w * (t + tl.where(s > 0, s * (m - big), 0.0)), axis=0)
+        s = tl.sum(s * w, axis=0)
+        m = big
+        bm = tl.max(best, axis=0)
+        best_i = tl.min(tl.where(best == bm, best_i, 2147483647), axis=0)
+        best = bm
+        gm = tl.max(gbest, axis=0)
+        gbest_i = tl.min(tl.where(gbest == gm, gbest_i, 2147483647), axis=0)
+        gbest = gm
         if SPLIT:
             pb = part_ptr + (row * tl.num_programs(1) + sid) * 8
             tl.store(pb + 0, m)
@@ -264,6 +293,7 @@ def _combine_partials(part: torch.Tensor, argmax: torch.Tensor, sample: torch.Te
 
 
 _JITTED: dict[bool, tuple] = {}
+_mix32 = _uniform = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
 
 
 def _kernels() -> tuple:
@@ -272,6 +302,8 @@ def _kernels() -> tuple:
     tests) gets the interpreter even if this module was imported earlier."""
     mode = os.environ.get("TRITON_INTERPRET") == "1"
     if mode not in _JITTED:
+        # the row kernel calls these by their global names: jitted in the same mode as the kernels
+        globals().update(_mix32=triton.jit(_mix32_fn), _uniform=triton.jit(_uniform_fn))
         _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel), triton.jit(_probs_kernel))
     return _JITTED[mode]
 
@@ -301,7 +333,7 @@ def denoise_step(
     ``logits`` is (N, V) or (B, C, V) (then each of the B canvases is one request). ``temperature`` is a float or
     one value per row; ``entropy_bound`` a float or one per request; ``segments`` the request offsets
     ``[0, ..., N]`` for 2D input. Give ``noise`` (N, V) uniform in (0, 1) for a reproducible sample, or ``seed`` for
-    in-kernel Philox noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
+    in-kernel hashed noise (an int, or one int32 seed per row; the reference then draws ``torch.rand`` from a
     generator). ``probs_dtype`` also returns ``softmax(scaled)`` (the self-conditioning input); ``widths`` (one int
     per request) excludes rows past a request's canvas width from acceptance. ``splits`` cuts each row's vocabulary
     into that many programs (1, the default: one program per row; None: enough programs to fill the GPU). On the

@@ -25,9 +25,17 @@
 # Session 4, the small model's training alone (no kit): T then T2 (each carries .train_data/pack.jsonl.gz; TRAIN_MIN,
 # TRAIN_INIT, TRAIN_ARGS pass through), the second within ~30 s of the first. v5: TRAIN_INIT=/tmp/dg/dgemma_lsp/backend/
 # models/small (v4, in the tree) TRAIN_ARGS="--cuda-graphs ..." (the exact lines: backend/train/RUN_LOG_5.txt).
+# Session 8, issue 4 alone (kit built here first; three runs that stage it, then one benchmark run, all while warm):
+#   run A8: carry .kit1  command: bash tests/gpu/run_device.sh A8  (stage; kernel parity, transformers backend on
+#           CUDA, the sampling-kernel sweep: its fastest launch shape goes to /tmp/kernel.env for the engines)
+#   run B:  carry .kit2  command: bash tests/gpu/run_device.sh B   (stage)
+#   run C8: carry .kit3  command: bash tests/gpu/run_device.sh C8  (install vLLM; tiny vLLM tests; profile of
+#           denoising steps at batch 1 / 4 with our plugin and CUDA graphs up to 4 canvases)
+#   run D8: carry nothing command: bash tests/gpu/run_device.sh D8 (native vs ours, single-line suggestions on
+#           canvas-64 and canvas-32 engines)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / T T2 / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / T T2 / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -150,6 +158,29 @@ D)  # the whole benchmark in one run (issue 7): floors, sampling kernels, transf
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 585 python3 bench/gpu_step.py --parts floors,kernels,transformers,vllm --kernel-dtypes bf16 \
     --transformers-budget 80 --vllm-jobs native,ours --job-timeouts native=240,ours=160 --out "$OUT/gpu_step.jsonl"
+  ;;
+A8)
+  bash .kit1/stage.sh
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 150 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_transformers_backend.py
+  timeout 200 python3 bench/gpu_step.py --parts kernels --kernel-dtypes bf16 --kernel-env /tmp/kernel.env \
+    --out "$OUT/gpu_step.jsonl"
+  cat /tmp/kernel.env
+  ;;
+C8)
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  [ -f /tmp/kernel.env ] && . /tmp/kernel.env && env | grep DGEMMA_KERNEL
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs profile --job-timeouts profile=$((left - 5)) \
+    --out "$OUT/gpu_step.jsonl"
+  ;;
+D8)
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  [ -f /tmp/kernel.env ] && . /tmp/kernel.env && env | grep DGEMMA_KERNEL
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours,suggest,suggest32}" \
+    --job-timeouts "${JOB_TIMEOUTS:-native=170,ours=150,suggest=125,suggest32=125}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh

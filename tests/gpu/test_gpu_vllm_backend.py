@@ -125,6 +125,27 @@ def test_rng_seed_reproduces_a_canvas(backend) -> None:
     assert a != c
 
 
+def test_the_final_draft_is_the_canvas_the_engine_commits(backend) -> None:
+    # a one-canvas request ends at the draft the plugin marks final and leaves the engine; with early commit off
+    # the same seeded request waits for vLLM's commit step: both give the same tokens
+    def once(early: bool) -> tuple[list[int], dict]:
+        backend.early_commit = early
+        try:
+            req = CanvasRequest(prompt_ids=[2, 90, 91], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=9,
+                                want_drafts=False)  # fmt: skip
+            evs = run(_events(backend, req))
+        finally:
+            backend.early_commit = True
+        return next(e for e in evs if isinstance(e, Committed)).token_ids, evs[-1].stats.extra
+
+    early_ids, early_extra = once(True)
+    late_ids, late_extra = once(False)
+    assert early_extra.get("early_commit") is True and "early_commit" not in late_extra
+    assert early_ids == late_ids and early_ids
+    run(asyncio.sleep(0.2))
+    assert backend._engine.output_processor.get_num_unfinished_requests() == 0
+
+
 def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend) -> None:
     async def go() -> tuple[int, float, int]:
         tok = CancelToken()
