@@ -16,11 +16,13 @@ comma list of the pieces to keep, default all):
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
+* ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
+  unified attention kernel with wider tiles for canvas-shaped calls on Hopper (:mod:`.vllm_attention`).
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
-On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces stay off by themselves:
-vLLM's own sampler serves, and only ``moe_config`` remains (drafts then come from the transformers backend only).
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces and ``attention`` stay off
+by themselves: vLLM's own sampler and attention serve, and only ``moe_config`` remains (drafts then come from the transformers backend only).
 
 :func:`register` is import-safe without vLLM: it returns quietly when vLLM is missing or the plugin is off.
 """
@@ -33,7 +35,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "moe_config"})
+ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "moe_config", "attention"})
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -59,6 +61,8 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
 
 # Pieces that live in our sampler subclass, written against vLLM 0.26-0.31's DiffusionSampler internals.
 SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap"})
+# Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
+OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
 
 
 def vllm_has_native_options() -> bool:
@@ -78,7 +82,7 @@ def vllm_has_native_options() -> bool:
 def active_features(native: bool, environ: dict[str, str] | None = None) -> frozenset[str]:
     """What actually runs: the enabled pieces, less the sampler ones on a vLLM with native options."""
     feats = enabled_features(environ)
-    return feats - SAMPLER_FEATURES if native else feats
+    return feats - OLD_VLLM_FEATURES if native else feats
 
 
 def register() -> None:
@@ -98,6 +102,11 @@ def register() -> None:
     if "sampler" in feats:
         # a registry entry (lazy "module:Class"), not a patch of vLLM's class
         ModelRegistry.register_model(ARCH, f"{__name__}:DGemmaLspForConditionalGeneration")
+    if "attention" in feats:
+        # TRITON_ATTN resolves to our subclass of vLLM's backend (canvas-shaped calls get wider tiles)
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
+
+        register_backend(AttentionBackendEnum.TRITON_ATTN, f"{__package__}.vllm_attention.DGemmaTritonAttentionBackend")
     _registered = True
 
 

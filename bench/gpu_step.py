@@ -200,6 +200,76 @@ def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
             )
 
 
+ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against vLLM 0.26's default launch
+    256: [(16, 32, 4, 2), (32, 32, 4, 2), (32, 64, 4, 2), (32, 64, 8, 2), (32, 128, 8, 2), (64, 64, 8, 2),
+          (64, 128, 8, 1), (64, 32, 8, 2)],
+    512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
+          (16, 64, 8, 1), (64, 64, 8, 1)],
+}  # fmt: skip
+
+
+def part_attention(attn_env: str = "") -> None:
+    """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context) through vLLM's unified
+    attention kernel: vLLM 0.26's launch vs our tiles (same kernel), per head size of the 26B-A4B."""
+    import torch
+    import triton.testing as tt
+    from vllm.v1.attention.ops.triton_unified_attention import unified_attention
+
+    from dgemma_lsp.backend.vllm_attention import launch_canvas_attention
+
+    dev, bf = "cuda", torch.bfloat16
+    pick: dict[int, tuple] = {}
+    for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
+        sums: dict[tuple, float] = {}
+        for batch in (1, 4):
+            canvas, kvlen, bs = 256, 1024 + 256, 16
+            per = -(-kvlen // bs)
+            kv = torch.randn(batch * per, kvh, bs, 2 * head, device=dev, dtype=bf)  # vLLM's layout
+            kc, vc = kv.transpose(1, 2).split(head, dim=-1)
+            q = torch.randn(batch * canvas, qh, head, device=dev, dtype=bf)
+            cu = torch.arange(0, batch * canvas + 1, canvas, device=dev, dtype=torch.int32)
+            seqk = torch.full((batch,), kvlen, device=dev, dtype=torch.int32)
+            bt = torch.arange(batch * per, device=dev, dtype=torch.int32).view(batch, per)
+            desc = torch.ones(batch, kvh, device=dev, dtype=torch.float32)
+            win = (window - 1, 0) if window else (-1, -1)
+            ref = torch.empty_like(q)
+            common = dict(q=q, k=kc, v=vc, cu_seqlens_q=cu, seqused_k=seqk, softmax_scale=head**-0.5, causal=False,
+                          window_size=win, block_table=bt, softcap=0, k_descale=desc, v_descale=desc)  # fmt: skip
+            default = functools.partial(unified_attention, out=ref, max_seqlen_q=canvas, max_seqlen_k=kvlen,
+                                        q_descale=None, **common)  # fmt: skip
+            default()
+            row = {"part": "attention", "head": head, "q_heads": qh, "kv_heads": kvh, "batch": batch,
+                   "canvas": canvas, "kv_len": kvlen,
+                   "default_ms": round(tt.do_bench(default, warmup=10, rep=60, return_mode="median"), 4)}  # fmt: skip
+            for cfg in ATTN_CANDIDATES[head]:
+                out = torch.empty_like(q)
+                ours = functools.partial(launch_canvas_attention, out=out, sinks=None, tiles=cfg, **common)
+                key = ":".join(map(str, cfg))
+                try:
+                    ours()
+                    err = float((out.float() - ref.float()).abs().max())
+                    if not err < 2e-2:
+                        row[key] = f"wrong (max err {err:.3g})"
+                        sums[cfg] = float("inf")
+                        continue
+                    ms = tt.do_bench(ours, warmup=10, rep=60, return_mode="median")
+                    row[key] = round(ms, 4)
+                    sums[cfg] = sums.get(cfg, 0.0) + ms
+                except Exception as exc:  # out of shared memory etc.: not a candidate
+                    row[key] = f"{type(exc).__name__}"
+                    sums[cfg] = float("inf")
+            emit(row)
+        dflt = sum(r["default_ms"] for r in ROWS if r.get("part") == "attention" and r["head"] == head and "batch" in r)
+        good = {c: t for c, t in sums.items() if t < 0.95 * dflt}
+        if good:
+            pick[head] = min(good, key=good.get)
+        emit({"part": "attention", "head": head, "pick": ":".join(map(str, pick.get(head, ()))) or "default",
+              "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4)})  # fmt: skip
+    if attn_env:
+        spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in pick.items()) or "off"
+        Path(attn_env).write_text(f"export DGEMMA_ATTN_TILES={spec}\n")
+
+
 # ------------------------------------------------------------------------------------------------ transformers
 def part_transformers(max_s: float = 200.0) -> None:
     import torch
@@ -555,6 +625,7 @@ def main() -> None:
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
+    ap.add_argument("--attn-env", default="", help="write the fastest attention tiles as a shell export here")
     ap.add_argument("--kernel-env", default="", help="write the fastest kernel variant as shell exports here")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
@@ -567,6 +638,8 @@ def main() -> None:
         part_floors()
     if "kernels" in parts:
         part_kernels(args.kernel_dtypes, args.kernel_env)
+    if "attention" in parts:
+        part_attention(args.attn_env)
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

@@ -196,3 +196,16 @@ async def test_start_without_vllm_says_how_to_install() -> None:
     with pytest.raises(BackendUnavailable, match=r"pip install 'dgemma-lsp\[vllm\]'"):
         await b.start()
     await b.aclose()
+
+
+def test_attention_tiles_parse_and_stay_off_on_native_vllm() -> None:
+    from dgemma_lsp.backend.vllm_attention import DEFAULT_TILES, parse_tiles
+    from dgemma_lsp.backend.vllm_plugin import active_features
+
+    assert parse_tiles(None) == DEFAULT_TILES and parse_tiles("off") == {}
+    assert parse_tiles("256:32:64:8:2, 512:16:32:4:1") == {256: (32, 64, 8, 2), 512: (16, 32, 4, 1)}
+    with pytest.raises(ValueError, match="power of two"):
+        parse_tiles("256:24:64:8:2")
+    with pytest.raises(ValueError, match="head:block_m:tile:warps:stages"):
+        parse_tiles("256:32:64")
+    assert "attention" in active_features(False, {}) and "attention" not in active_features(True, {})

@@ -182,6 +182,20 @@ D8)
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours,suggest,suggest32}" \
     --job-timeouts "${JOB_TIMEOUTS:-native=170,ours=150,suggest=125,suggest32=125}" --out "$OUT/gpu_step.jsonl"
   ;;
+C9)  # session 8, second machine (after A9 = stage .kit1 and B): install; attention tile sweep; tiny vLLM tests;
+     # profile, timed steps and single-line suggestions with the chosen tiles
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 150 python3 bench/gpu_step.py --parts attention --attn-env /tmp/attn.env --out "$OUT/gpu_step.jsonl"
+  [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
+  timeout 170 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-profile,ours,suggest32}" \
+    --job-timeouts "profile=150,ours=80,suggest32=$((left - 240))" --out "$OUT/gpu_step.jsonl"
+  ;;
+A9)
+  bash .kit1/stage.sh
+  ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
   # warmup + cosine (TRAIN_INIT overrides, e.g. a carried checkpoint after the machine was released). TRAIN_ARGS

@@ -1,0 +1,252 @@
+"""Attention tiles for DiffusionGemma's canvas passes on Hopper (the plugin's ``attention`` piece, vLLM 0.26-0.31).
+
+A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM 0.26 launches its unified attention
+kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md, session 8)
+attention took 3.9 of a 15.7 ms step at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP. vLLM ships wider
+tiles for exactly this shape, but only on Blackwell (``tuned_large_head`` in ``triton_unified_attention.py``). This
+module launches the same vLLM kernel with tiles chosen per head size (a sweep on the GPU picks them,
+``bench/gpu_step.py --parts attention``), through a registry entry: ``TRITON_ATTN`` resolves to a subclass of vLLM's
+backend whose implementation takes the canvas-shaped calls and hands every other call to vLLM unchanged.
+
+Tiles: ``DGEMMA_ATTN_TILES`` = ``head:block_m:tile:warps:stages`` items, comma separated (``256:32:128:8:2``);
+unset = :data:`DEFAULT_TILES`. Nothing here runs without vLLM; :func:`parse_tiles` is pure.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+TILES_ENV = "DGEMMA_ATTN_TILES"
+# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages); the 256 entry is vLLM's own
+# Blackwell tuning for this shape, the 512 one (the full-attention layers) keeps the shared memory within Hopper's
+DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 8, 1)}
+
+
+def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
+    """``"256:32:128:8:2,512:32:32:8:1"`` -> {256: (32, 128, 8, 2), ...}; empty or None -> the defaults."""
+    if raw is None or not raw.strip():
+        return dict(DEFAULT_TILES)
+    if raw.strip().lower() in ("off", "none", "0"):
+        return {}
+    out: dict[int, tuple[int, int, int, int]] = {}
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        parts = item.split(":")
+        if len(parts) != 5 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"{TILES_ENV}: {item!r} is not head:block_m:tile:warps:stages (e.g. 256:32:128:8:2)")
+        head, block_m, tile, warps, stages = (int(p) for p in parts)
+        for name, val in (("block_m", block_m), ("tile", tile), ("warps", warps)):
+            if val < 1 or val & (val - 1):
+                raise ValueError(f"{TILES_ENV}: {name} must be a power of two (got {val} in {item!r})")
+        out[head] = (block_m, tile, warps, max(1, stages))
+    return out
+
+
+def launch_canvas_attention(
+    *,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    cu_seqlens_q: Any,
+    seqused_k: Any,
+    softmax_scale: float,
+    causal: Any,
+    window_size: tuple[int, int],
+    block_table: Any,
+    softcap: float,
+    k_descale: Any,
+    v_descale: Any,
+    sinks: Any,
+    tiles: tuple[int, int, int, int],
+) -> None:
+    """vLLM's ``kernel_unified_attention`` (2D path, unquantized KV) with our tiles: the arguments vLLM 0.26's
+    ``unified_attention`` passes for this case, with BLOCK_M / TILE_SIZE / warps / stages from ``tiles``."""
+    import triton
+    from vllm.v1.attention.ops.triton_unified_attention import kernel_unified_attention
+    from vllm.v1.kv_cache_interface import KVQuantMode
+
+    block_m, tile, warps, stages = tiles
+    num_seqs = len(seqused_k)
+    num_query_heads, head_size = q.shape[1], q.shape[2]
+    num_kv_heads = k.shape[2]
+    per_kv = num_query_heads // num_kv_heads
+    block_m = max(block_m, triton.next_power_of_2(per_kv))
+    block_q = block_m // per_kv
+    use_per_seq_causal = not isinstance(causal, bool)
+    kernel_unified_attention[(q.shape[0] // block_q + num_seqs, num_kv_heads)](
+        output_ptr=out,
+        segm_output_ptr=None,
+        segm_max_ptr=None,
+        segm_expsum_ptr=None,
+        query_ptr=q,
+        key_cache_ptr=k,
+        value_cache_ptr=v,
+        sink_ptr=sinks,
+        block_tables_ptr=block_table,
+        seq_lens_ptr=seqused_k,
+        alibi_slopes_ptr=None,
+        qq_bias_ptr=None,
+        k_scale_cache_ptr=None,
+        v_scale_cache_ptr=None,
+        scale=softmax_scale,
+        q_scale=None,
+        k_scale=k_descale,
+        v_scale=v_descale,
+        out_scale=1.0,
+        softcap=softcap,
+        num_query_heads=num_query_heads,
+        num_queries_per_kv=per_kv,
+        block_table_stride=block_table.stride(0),
+        query_stride_0=q.stride(0),
+        query_stride_1=q.stride(1),
+        output_stride_0=out.stride(0),
+        output_stride_1=out.stride(1),
+        qq_bias_stride_0=0,
+        BLOCK_SIZE=v.shape[1],
+        TILE_SIZE=tile,
+        HEAD_SIZE=head_size,
+        HEAD_SIZE_PADDED=triton.next_power_of_2(head_size),
+        USE_ALIBI_SLOPES=False,
+        USE_ALIBI_SQRT=False,
+        USE_QQ_BIAS=False,
+        USE_SOFTCAP=softcap > 0,
+        USE_SINKS=sinks is not None,
+        SLIDING_WINDOW=1 + window_size[0],
+        USE_CAUSAL=bool(causal) if not use_per_seq_causal else True,
+        USE_PER_SEQ_CAUSAL=use_per_seq_causal,
+        per_seq_causal_ptr=causal if use_per_seq_causal else None,
+        USE_MM_PREFIX=False,
+        MAX_MM_RANGES=0,
+        mm_prefix_range_ptr=None,
+        rswa_prefix_lens_ptr=seqused_k,
+        R_SWA_WINDOW=0,
+        USE_R_SWA=False,
+        stride_k_cache_0=k.stride(0),
+        stride_k_cache_1=k.stride(1),
+        stride_k_cache_2=k.stride(2),
+        stride_k_cache_3=k.stride(3),
+        stride_v_cache_0=v.stride(0),
+        stride_v_cache_1=v.stride(1),
+        stride_v_cache_2=v.stride(2),
+        stride_v_cache_3=v.stride(3),
+        stride_ks_blk=None,
+        stride_ks_slot=None,
+        stride_ks_head=None,
+        stride_vs_blk=None,
+        stride_vs_slot=None,
+        stride_vs_head=None,
+        query_start_len_ptr=cu_seqlens_q,
+        BLOCK_Q=block_q,
+        num_seqs=num_seqs,
+        BLOCK_M=block_m,
+        NUM_SEGMENTS_PER_SEQ=1,
+        USE_FP8=False,
+        IS_3D=False,
+        KV_QUANT_MODE=KVQuantMode.NONE,
+        Q_IS_FP8=False,
+        CHUNK_LOOKBACK=-1,
+        CHUNK_SIZE=-1,
+        USE_TD=False,
+        USE_TD_QO=False,
+        MM_PREFIX_CLAMP_SW=False,
+        num_warps=warps,
+        num_stages=stages,
+    )
+
+
+_CLASSES: dict[str, Any] = {}
+
+
+def backend_class() -> Any:
+    """The ``TRITON_ATTN`` subclass (built on first use: importing this module never needs vLLM)."""
+    if not _CLASSES:
+        _CLASSES.update(_build_classes())
+    return _CLASSES["DGemmaTritonAttentionBackend"]
+
+
+def __getattr__(name: str) -> Any:  # the registry resolves "dgemma_lsp.backend.vllm_attention.<class>"
+    if name in ("DGemmaTritonAttentionBackend", "DGemmaTritonAttentionImpl"):
+        backend_class()
+        return _CLASSES[name]
+    raise AttributeError(name)
+
+
+def _build_classes() -> dict[str, Any]:
+    import torch
+    from vllm.platforms import current_platform
+    from vllm.utils.torch_utils import is_quantized_kv_cache
+    from vllm.v1.attention.backend import AttentionType
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
+
+    tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
+    # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
+    own_tuning = current_platform.is_device_capability_family(100)
+
+    class DGemmaTritonAttentionImpl(TritonAttentionImpl):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._tiles = None if own_tuning else tiles_by_head.get(self.head_size)
+
+        def forward(
+            self,
+            layer: torch.nn.Module,
+            query: torch.Tensor,
+            key: torch.Tensor,
+            value: torch.Tensor,
+            kv_cache: torch.Tensor,
+            attn_metadata: Any,
+            output: torch.Tensor,
+            output_scale: torch.Tensor | None = None,
+            output_block_scale: torch.Tensor | None = None,
+        ) -> torch.Tensor:
+            md = attn_metadata
+            ours = (
+                self._tiles is not None
+                and md is not None
+                and md.max_query_len > 1  # canvas-shaped; decode-shaped calls keep vLLM's split-KV path
+                and output_scale is None
+                and output_block_scale is None
+                and self.attn_type not in (AttentionType.ENCODER_ONLY, AttentionType.ENCODER)
+                and not self._is_per_token_head_quant
+                and not is_quantized_kv_cache(self.kv_cache_dtype)
+                and not self.use_td
+                and self.alibi_slopes is None
+                and self.chunk_lookback < 0
+                and getattr(md, "mm_prefix_range_tensor", None) is None
+                and getattr(md, "rswa_prefix_lens", None) is None
+                and query.dtype in (torch.float16, torch.bfloat16)
+            )
+            if not ours:
+                return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
+            n = md.num_actual_tokens
+            key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+            descale_shape = (md.query_start_loc.shape[0] - 1, key_cache.shape[2])
+            launch_canvas_attention(
+                q=query[:n],
+                k=key_cache,
+                v=value_cache,
+                out=output[:n],
+                cu_seqlens_q=md.query_start_loc,
+                seqused_k=md.seq_lens,
+                softmax_scale=self.scale,
+                causal=md.causal,
+                window_size=self.sliding_window,
+                block_table=md.block_table,
+                softcap=self.logits_soft_cap,
+                k_descale=layer._k_scale.expand(descale_shape),
+                v_descale=layer._v_scale.expand(descale_shape),
+                sinks=self.sinks,
+                tiles=self._tiles,
+            )
+            return output
+
+    class DGemmaTritonAttentionBackend(TritonAttentionBackend):
+        @staticmethod
+        def get_impl_cls() -> type:
+            return DGemmaTritonAttentionImpl
+
+    return {
+        "DGemmaTritonAttentionBackend": DGemmaTritonAttentionBackend,
+        "DGemmaTritonAttentionImpl": DGemmaTritonAttentionImpl,
+    }
