@@ -18,9 +18,9 @@ import os
 from typing import Any
 
 TILES_ENV = "DGEMMA_ATTN_TILES"
-# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages); the 256 entry is vLLM's own
-# Blackwell tuning for this shape, the 512 one (the full-attention layers) keeps the shared memory within Hopper's
-DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 8, 1)}
+# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages): the fastest of the sweep on the
+# H200 (bench/RESULTS.md, session 8; 256 happens to be vLLM's own Blackwell tuning); 512 = the full-attention layers
+DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
 
 
 def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
@@ -246,6 +246,9 @@ def _build_classes() -> dict[str, Any]:
         def get_impl_cls() -> type:
             return DGemmaTritonAttentionImpl
 
+    # vLLM names a backend by module + qualname and imports it again by that name (module __getattr__ above)
+    DGemmaTritonAttentionImpl.__qualname__ = "DGemmaTritonAttentionImpl"
+    DGemmaTritonAttentionBackend.__qualname__ = "DGemmaTritonAttentionBackend"
     return {
         "DGemmaTritonAttentionBackend": DGemmaTritonAttentionBackend,
         "DGemmaTritonAttentionImpl": DGemmaTritonAttentionImpl,
