@@ -12,7 +12,7 @@ comma list of the pieces to keep, default all):
   argmax canvas: no temperature/sample/entropy/self-conditioning work over its 256 x 262144 logits.
 * ``extra_args`` — vLLM 0.32's per-request options under the same names: ``diffusion_canvas_length``,
   ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
-  ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row Philox streams, so a seeded request samples the
+  ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row noise streams, so a seeded request samples the
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
@@ -139,7 +139,7 @@ def kernel_options(environ: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def _mix_seed(seed: int, step: Any, pos: Any) -> Any:
-    """Per-(request seed, step, position) Philox seed in int31 (works on ints and int64 tensors)."""
+    """Per-(request seed, step, position) noise seed in int31 (works on ints and int64 tensors)."""
     return (seed * 1_000_003 + step * 7_919 + pos * 104_729 + 12_345) % 2_147_483_647
 
 
@@ -383,7 +383,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             tmin, tmax = self.tmin[slots], self.tmax[slots]
             temp = (tmin + (tmax - tmin) * (remaining / cap)).clamp(min=1e-10)
             pos = torch.arange(cl, device=dev, dtype=torch.int64)
-            # per-row Philox seeds: seeded requests get (seed, step, position) streams, the rest fresh random ones
+            # per-row noise seeds: seeded requests get (seed, step, position) streams, the rest fresh random ones
             base = torch.randint(0, 2**31 - 1, (nd, 1), device=dev, dtype=torch.int64)
             seeded = [(i, s) for i, s in enumerate(decode_slots_np.tolist()) if self.seeds.get(s) is not None]
             for i, s in seeded:

@@ -3,7 +3,7 @@
 :func:`use_kernels` gives a model a subclass whose ``_denoising_step`` runs one Triton pass over the logits
 (temperature, argmax, sample, entropy, the bf16 self-conditioning logits) and the sort-free acceptance, instead of
 ``softmax`` + ``multinomial`` + ``argmax`` + two ``Categorical(...).entropy()`` passes. Semantics are
-transformers' (see :mod:`.reference`), with Gumbel-max sampling on in-kernel Philox noise drawn from a seed that
+transformers' (see :mod:`.reference`), with Gumbel-max sampling on in-kernel hashed noise drawn from a seed that
 comes from torch's generator, so ``torch.manual_seed`` still makes runs reproducible.
 """
 

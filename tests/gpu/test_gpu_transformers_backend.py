@@ -113,7 +113,7 @@ def test_cancel_within_one_step_on_gpu(kernel_backend):
 def test_kernel_step_matches_transformers_step_when_cold(tiny):
     """t -> 0 makes sampling an argmax: the two steps must then commit the same canvas (float32, no ties). One
     canvas per request: the next canvas's starting noise comes from the RNG, which the two steps consume
-    differently (a Philox seed per step vs multinomial draws)."""
+    differently (a hashed-noise seed per step vs multinomial draws)."""
     on = make(tiny, dtype="float32", kernels=True)
     off = make(tiny, dtype="float32", kernels=False)
     try:
