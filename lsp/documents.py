@@ -271,6 +271,14 @@ class DocumentStore:
         self._docs[uri] = doc
         return doc
 
+    def change_roots(self, added: Sequence[str] = (), removed: Sequence[str] = ()) -> None:
+        """Workspace folders added or removed (``workspace/didChangeWorkspaceFolders``): open documents are named
+        again against the new folders (once per change, never per keystroke)."""
+        gone = set(removed)
+        self.roots = list(dict.fromkeys([*(r for r in self.roots if r not in gone), *added]))
+        for uri, doc in self._docs.items():
+            doc.shown_path = prompt_path(uri, self.roots)
+
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 

@@ -791,6 +791,13 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         if params.initialization_options is not None:
             ls.apply_settings(init_options=params.initialization_options, source="initializationOptions")
 
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_workspace_folders(ls: DGemmaServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ev = params.event
+        ls.docs.change_roots(
+            added=root_paths([f.uri for f in ev.added or ()]), removed=root_paths([f.uri for f in ev.removed or ()])
+        )
+
     @ls.feature(types.INITIALIZED)
     async def initialized(ls: DGemmaServer, params: types.InitializedParams) -> None:
         await ls.pull_configuration()
@@ -1139,7 +1146,13 @@ def status(ls: DGemmaServer) -> dict[str, Any]:
             backend["info"] = {"error": str(exc)}
     s = ls.settings
     return {
-        "server": {"name": "dgemma-lsp", "version": VERSION, "pid": os.getpid(), "documents": len(ls.docs)},
+        "server": {
+            "name": "dgemma-lsp",
+            "version": VERSION,
+            "pid": os.getpid(),
+            "documents": len(ls.docs),
+            "workspace_folders": list(ls.docs.roots),  # prompts name files relative to these
+        },
         "backend": backend,
         "stats": ls.stats.snapshot(),
         "settings": {k: v for k, v in s.to_dict().items() if k not in ("headers", "api_key_env")},

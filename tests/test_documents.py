@@ -31,3 +31,17 @@ def test_a_document_built_outside_the_store_still_shows_no_absolute_path() -> No
     doc = Document("file:///home/ann/proj/pkg/mod.py", "python", 1, BlockLineIndex("x = 1\n"))
     assert doc.prompt_name == "mod.py"
     assert DocumentStore().open("file:///home/ann/proj/pkg/mod.py", "python", 1, "").prompt_name == "mod.py"
+
+
+def test_folders_added_or_removed_later_rename_open_documents() -> None:
+    store = DocumentStore()
+    doc = store.open("file:///home/ann/proj/pkg/mod.py", "python", 1, "x = 1\n")
+    assert doc.shown_path == "mod.py"  # no folder yet: the base name
+    store.change_roots(added=root_paths(["file:///home/ann/proj"]))
+    assert doc.shown_path == "pkg/mod.py" and store.roots == ["/home/ann/proj"]
+    store.change_roots(added=["/home/ann/proj/pkg"])
+    assert doc.shown_path == "mod.py"  # the deepest folder wins
+    store.change_roots(removed=["/home/ann/proj/pkg", "/home/ann/proj"])
+    assert doc.shown_path == "mod.py" and store.roots == []
+    store.change_roots(added=["/home/ann/proj", "/home/ann/proj"])
+    assert store.roots == ["/home/ann/proj"]  # no duplicates

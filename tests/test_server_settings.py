@@ -59,3 +59,22 @@ async def test_per_language_enable(lsp):
     finally:
         await configure(lsp)
     assert isinstance(await complete(lsp, uri, 1, 11), list)
+
+
+async def test_workspace_folders_added_later_are_used(lsp):
+    # prompts name files relative to the workspace folders; a folder added after initialize counts too
+    folder = types.WorkspaceFolder(uri="file:///srv/added-later", name="later")
+    lsp.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(event=types.WorkspaceFoldersChangeEvent(added=[folder], removed=[]))
+    )
+    for _ in range(50):
+        if "/srv/added-later" in (await status(lsp))["server"]["workspace_folders"]:
+            break
+    assert "/srv/added-later" in (await status(lsp))["server"]["workspace_folders"]
+    lsp.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(event=types.WorkspaceFoldersChangeEvent(added=[], removed=[folder]))
+    )
+    for _ in range(50):
+        if "/srv/added-later" not in (await status(lsp))["server"]["workspace_folders"]:
+            break
+    assert "/srv/added-later" not in (await status(lsp))["server"]["workspace_folders"]
