@@ -38,3 +38,12 @@ def test_command_line() -> None:
         [sys.executable, str(ROOT / "bench" / "gpu_tables.py"), str(RUN_D)], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("### Ceilings and floors")
+
+
+def test_session_8_attention_sweep_and_profile() -> None:
+    last = ROOT / "tests" / "gpu" / "last_run"
+    md = render(load_rows([last / "s8_runC9_gpu_step.jsonl", last / "s8_runC9b_gpu_step.jsonl"]))
+    assert "head 256: picked 32:128:8:2 (0.2635 vs 0.5319 ms)" in md
+    assert "| 256 | 1 | 0.12 |" in md  # vLLM's launch, one canvas
+    assert "### Where a denoising step goes" in md and "| ours | 1024 | 1 | 14.31 | 14.03 |" in md
+    assert "kernel_unified_attention" in md
