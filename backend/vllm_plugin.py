@@ -22,7 +22,8 @@ comma list of the pieces to keep, default all):
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
 On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces and ``attention`` stay off
-by themselves: vLLM's own sampler and attention serve, and only ``moe_config`` remains (drafts then come from the transformers backend only).
+by themselves: vLLM's own sampler and attention serve, and only ``moe_config`` remains (drafts then come from the
+transformers backend only).
 
 :func:`register` is import-safe without vLLM: it returns quietly when vLLM is missing or the plugin is off.
 """
