@@ -1,12 +1,13 @@
 """Attention tiles for DiffusionGemma's canvas passes on Hopper (the plugin's ``attention`` piece, vLLM 0.26-0.31).
 
 A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM 0.26 launches its unified attention
-kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md, session 8)
-attention took 3.9 of a 15.7 ms step at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP. vLLM ships wider
-tiles for exactly this shape, but only on Blackwell (``tuned_large_head`` in ``triton_unified_attention.py``). This
-module launches the same vLLM kernel with tiles chosen per head size (a sweep on the GPU picks them,
-``bench/gpu_step.py --parts attention``), through a registry entry: ``TRITON_ATTN`` resolves to a subclass of vLLM's
-backend whose implementation takes the canvas-shaped calls and hands every other call to vLLM unchanged.
+kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md, session
+8) attention took 3.9 of a step's 15.7 ms of kernel time at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP.
+vLLM ships wider tiles for exactly this shape, but only on Blackwell (``tuned_large_head`` in
+``triton_unified_attention.py``). This module launches the same vLLM kernel with tiles chosen per head size (a sweep
+on the GPU picks them, ``bench/gpu_step.py --parts attention``), through a registry entry: ``TRITON_ATTN`` resolves to
+a subclass of vLLM's backend whose implementation takes the calls with more than one query row per request
+(denoising steps, the causal commit step, prompt prefill) and hands every other call to vLLM unchanged.
 
 Tiles: ``DGEMMA_ATTN_TILES`` = ``head:block_m:tile:warps:stages`` items, comma separated (``256:32:128:8:2``);
 unset = :data:`DEFAULT_TILES`. Nothing here runs without vLLM; :func:`parse_tiles` is pure.
@@ -158,16 +159,12 @@ def launch_canvas_attention(
 _CLASSES: dict[str, Any] = {}
 
 
-def backend_class() -> Any:
-    """The ``TRITON_ATTN`` subclass (built on first use: importing this module never needs vLLM)."""
-    if not _CLASSES:
-        _CLASSES.update(_build_classes())
-    return _CLASSES["DGemmaTritonAttentionBackend"]
-
-
-def __getattr__(name: str) -> Any:  # the registry resolves "dgemma_lsp.backend.vllm_attention.<class>"
+def __getattr__(name: str) -> Any:
+    """The registry resolves ``dgemma_lsp.backend.vllm_attention.DGemmaTritonAttentionBackend``: the classes are built
+    on first use, so importing this module never needs vLLM."""
     if name in ("DGemmaTritonAttentionBackend", "DGemmaTritonAttentionImpl"):
-        backend_class()
+        if not _CLASSES:
+            _CLASSES.update(_build_classes())
         return _CLASSES[name]
     raise AttributeError(name)
 

@@ -33,6 +33,8 @@
 #           denoising steps at batch 1 / 4 with our plugin and CUDA graphs up to 4 canvases)
 #   run D8: carry nothing command: bash tests/gpu/run_device.sh D8 (native vs ours, single-line suggestions on
 #           canvas-64 and canvas-32 engines)
+#   second machine: A9 (carry .kit1: stage), B, C9 (carry .kit3: install; attention tile sweep; tiny tests;
+#           profile and suggestions with the picked tiles), then D8 (the whole comparison with the tiles)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / T T2 / g k t}"
@@ -176,22 +178,24 @@ C8)
   timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs profile --job-timeouts profile=$((left - 5)) \
     --out "$OUT/gpu_step.jsonl"
   ;;
-D8)
+D8)  # (after C9 on the same machine it runs with the sweeps' picks: /tmp/kernel.env, /tmp/attn.env)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   [ -f /tmp/kernel.env ] && . /tmp/kernel.env && env | grep DGEMMA_KERNEL
+  [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours,suggest,suggest32}" \
     --job-timeouts "${JOB_TIMEOUTS:-native=170,ours=150,suggest=125,suggest32=125}" --out "$OUT/gpu_step.jsonl"
   ;;
 C9)  # session 8, second machine (after A9 = stage .kit1 and B): install; attention tile sweep; tiny vLLM tests;
-     # profile, timed steps and single-line suggestions with the chosen tiles
+     # profile and canvas-32 suggestions with the chosen tiles (then D8 for native vs ours: the first engine of a
+     # fresh machine compiles cold, ~110 s, so the timed engines do not fit in this call too)
   bash .kit3/install.sh || exit 3
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 150 python3 bench/gpu_step.py --parts attention --attn-env /tmp/attn.env --out "$OUT/gpu_step.jsonl"
   [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
   timeout 170 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   left=$(( 585 - ($(date +%s) - T0) ))
-  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-profile,ours,suggest32}" \
-    --job-timeouts "profile=150,ours=80,suggest32=$((left - 240))" --out "$OUT/gpu_step.jsonl"
+  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-profile,suggest32}" \
+    --job-timeouts "profile=170,suggest32=$((left - 175))" --out "$OUT/gpu_step.jsonl"
   ;;
 A9)
   bash .kit1/stage.sh
