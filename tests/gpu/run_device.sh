@@ -215,6 +215,10 @@ T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; c
   echo "train exit $?"; tail -n 3 "$OUT/train_$N.out"
   tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d"
   ;;
+P)  # issue 8, session 9: where the small model's training step spends its time (bench/train_step.py; no kit)
+  install_shim; export PYTHONPATH=/tmp/dg PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  timeout "${P_TIMEOUT:-420}" python3 bench/train_step.py --out "$OUT/train_step.jsonl" ${P_ARGS:-}
+  ;;
 g)  # no kit: kernel parity, and the transformers backend on CUDA with the kernels switched in
   install_shim; export PYTHONPATH=/tmp/dg
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
