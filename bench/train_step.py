@@ -19,9 +19,10 @@ import statistics
 import time
 from typing import Any
 
-# name -> (options of denoise_loss / the model) ; "base" is what train.py runs (v7's options)
+# name -> (options of denoise_loss / the model) ; "base" is what train.py runs; "reference": with transformers' router and RMS norm
 VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
+    "reference": {"reference_layers": True},
     "no_sc": {"sc_prob": 0.0},
     "no_ar": {"ar_weight": 0.0},
     "attn_eager": {"attn": "eager"},
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers import DiffusionGemmaForBlockDiffusion
 
     from dgemma_lsp.backend.train import train as T
-    from dgemma_lsp.backend.train.experts import use_dense_experts
+    from dgemma_lsp.backend.train.experts import use_dense_experts, use_fast_layers
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
             config.get_text_config()._attn_implementation = attn
         model = DiffusionGemmaForBlockDiffusion(config).to(dev).train()
         use_dense_experts(model)
+        if not opts.pop("reference_layers", False):
+            use_fast_layers(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
         args = argparse.Namespace(
             sc_prob=opts.get("sc_prob", 0.5), ar_weight=opts.get("ar_weight", 0.25), fill_weight=0.5

@@ -127,3 +127,32 @@ def test_a_second_run_takes_up_the_first_runs_decay() -> None:
     assert T.learning_rate(2e-3, 4000, 100, half, span, offset_s=half) == pytest.approx(1e-4)  # 5 % at the end
     # one run alone: the decay follows its own budget
     assert T.learning_rate(2e-3, 4000, 100, half, half) == pytest.approx(1e-4)
+
+
+def test_fast_layers_match_transformers_layers() -> None:
+    """The training-only router (gather) and RMS norm (fused ``torch.rms_norm``) forwards: same loss and gradients
+    as transformers' own forwards, and switching back restores them."""
+    from dgemma_lsp.backend.train.experts import use_fast_layers
+
+    model = _model()
+    use_dense_experts(model)
+    with torch.no_grad():  # scales and norm weights start at 1: make a wrong pick or a dropped weight visible
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.uniform_(0.5, 1.5)
+    a = types.SimpleNamespace(sc_prob=0.5, ar_weight=0.25, fill_weight=0.5)
+    core = T.make_step_core(model, a, eos_id=1, amp=False)
+    tb, nz = _batch(random.Random(3), 3, 60, 16, seeded=True)
+    reference = _loss_and_grads(model, core, tb, nz)
+    n = use_fast_layers(model)
+    routers = [m for m in model.modules() if type(m).__name__ == "DiffusionGemmaTextRouter"]
+    assert routers and n > len(routers) and all("forward" in m.__dict__ for m in routers)
+    fast = _loss_and_grads(model, core, tb, nz)
+    assert fast[0] == pytest.approx(reference[0], abs=1e-5)
+    assert _max_diff(fast[1], reference[1]) < 1e-5
+    # the router's per-expert scale gets a gradient either way (the index_put it replaces)
+    scale_grads = [p.grad for n_, p in model.named_parameters() if n_.endswith("per_expert_scale")]
+    assert scale_grads and any(float(g.abs().sum()) > 0 for g in scale_grads)
+    assert use_fast_layers(model, False) == n
+    assert not any("forward" in m.__dict__ for m in routers)
+    assert _loss_and_grads(model, core, tb, nz)[0] == pytest.approx(reference[0], abs=1e-6)
