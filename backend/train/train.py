@@ -499,6 +499,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="train with transformers' router and RMS norm forwards (default: experts.py's fused equivalents)",
     )
+    ap.add_argument(
+        "--host-threads",
+        type=int,
+        default=2 if _has_cuda() else 0,
+        help="torch threads of the training process (0: torch's default; data workers run one each)",
+    )
     ap.add_argument("--gpu-mem-frac", type=float, default=0.0, help="cap on this process's share of GPU memory")
     a = ap.parse_args(argv)
 
@@ -512,6 +518,10 @@ def main(argv: list[str] | None = None) -> None:
     from .experts import use_dense_experts, use_fast_layers
 
     torch.manual_seed(a.seed)
+    if a.host_threads:
+        # The trainer's own host ops are small (batch tensors, the AR positions); with a thread per core they
+        # oversubscribe the cores the data workers keep busy, and each op waits on its slowest thread.
+        torch.set_num_threads(a.host_threads)
     rng = random.Random(a.seed)
     if a.gpu_mem_frac and a.device.startswith("cuda"):
         torch.cuda.set_per_process_memory_fraction(a.gpu_mem_frac)  # leaves room for a vLLM engine beside it

@@ -215,6 +215,15 @@ T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; c
   echo "train exit $?"; tail -n 3 "$OUT/train_$N.out"
   tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d"
   ;;
+H)  # issue 8, session 9: the training loop's step time with the trainer's torch threads at 2, then torch's default
+  install_shim; cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz; export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  for t in 2 0; do
+    ( cd /tmp && PYTHONPATH=/tmp/dg timeout 130 python3 -m dgemma_lsp.backend.train.train --out "/tmp/h$t" \
+        --minutes "${TRAIN_MIN:-1.3}" --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz --cuda-graphs \
+        --host-threads "$t" --log "$OUT/train_H$t.log" ${TRAIN_ARGS:-} ) > "$OUT/train_H$t.out" 2>&1
+    echo "host threads $t:"; grep "ms/step" "$OUT/train_H$t.log" | tail -n 5 | sed 's/.*B=/B=/; s/ ar=.*s\/step=/ s\/step=/'
+  done
+  ;;
 P)  # issue 8, session 9: where the small model's training step spends its time (bench/train_step.py; no kit)
   install_shim; export PYTHONPATH=/tmp/dg PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   timeout "${P_TIMEOUT:-420}" python3 bench/train_step.py --out "$OUT/train_step.jsonl" ${P_ARGS:-}
