@@ -285,7 +285,9 @@ async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(serve
 async def test_server_killed_mid_stream_then_back(server: ServerProcess) -> None:
     """Runs last: SIGKILLs the module's server mid-stream, then restarts it on the same port."""
     srv = server
-    be = backend_for(srv.base_url, retries=1)
+    # a deadline well past the stream's length: on a loaded 2-core machine ten chunks once took longer than the
+    # default 30 s, and the request ended as a timeout before the kill it is here to observe
+    be = backend_for(srv.base_url, retries=1, request_timeout_s=300)
     try:
         got = 0
         t = float("inf")

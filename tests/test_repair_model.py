@@ -137,6 +137,26 @@ async def test_a_valid_answer_on_the_second_attempt_becomes_a_minimal_model_fix(
     assert revalidate(BROKEN, fix, "json") is None
 
 
+async def test_a_model_fix_that_also_reindents_edits_only_what_the_fix_needs() -> None:
+    """The small model sometimes fixes the comma and re-indents a line (``"  "`` -> ``" "``): valid, values kept,
+    but the user would see whitespace edits they did not ask for. The offered fix is the comma alone."""
+    issue = find_issues(BROKEN, "json")[0]
+    reindented = '{\n "name": "x",\n  "tags": ["a", "b"],\n "n": 1\n}\n'
+    fix = await model_fix(BROKEN, "json", issue, FakeGenerate(reindented), attempts=1, settings=Settings())
+    comma = BROKEN.index(",]")
+    assert fix is not None and [(e.start, e.end, e.new_text) for e in fix.edits] == [(comma, comma + 1, "")]
+    assert fix.apply(BROKEN) == FIXED and revalidate(BROKEN, fix, "json") is None
+
+
+def test_layout_is_restored_only_when_the_result_still_validates() -> None:
+    from dgemma_lsp.lsp.repair.model import _keep_layout, broken_span
+
+    broken = '{\n  "a": [1, 2,],\n  "b": nul l\n}'
+    answer = '{\n "a": [1, 2],\n "b": null\n}'  # the space in "nul l" is whitespace, and the fix needs it gone
+    span = broken_span(broken, "json", None)
+    assert _keep_layout(broken, answer, "json", span) == answer
+
+
 async def test_attempts_sample_cool_then_the_last_at_completion_temperatures() -> None:
     """A repair keeps nearly all it is given, so its attempts sample cooler (repair_t_min/max) than completions;
     the last of three uses the completion temperatures, a different kind of try."""

@@ -149,3 +149,16 @@ def test_rewrite_check_confines_edits_and_refuses_broken_structure() -> None:
     assert why is not None
     edits, why = rewrite_check("print(1)\n", 6, 7, "2", "python")  # unknown structure: edits only
     assert why is None and edits == [Edit(6, 7, "2")]
+
+
+def test_undo_layout_changes_keeps_the_fix_and_the_original_indentation() -> None:
+    from dgemma_lsp.lsp.repair.edits import undo_layout_changes
+
+    # a model's fix that also re-indented lines (seen from the small model on held-out breakage)
+    broken = '{\n  "a": 1,\n  "b": [\n    2\n  ],\n}'
+    model = '{\n "a": 1,\n  "b": [\n    2\n ]\n}'
+    assert undo_layout_changes(broken, model) == '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}'
+    # joined or split lines are layout too; edits that mix whitespace with other text stay whole
+    assert undo_layout_changes("[1,\n 2 3]", "[1, 2, 3]") == "[1,\n 2, 3]"
+    assert undo_layout_changes('{"a": 1 "b": 2}', '{"a": 1,\n"b": 2}') == '{"a": 1,\n"b": 2}'
+    assert undo_layout_changes("same", "same") == "same"

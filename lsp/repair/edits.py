@@ -80,6 +80,20 @@ def minimal_edits(original: str, fixed: str, *, max_diff_chars: int = 20_000) ->
     return _merge(edits)
 
 
+def undo_layout_changes(original: str, fixed: str) -> str:
+    """``fixed`` with its whitespace-only changes undone: every minimal edit whose removed and inserted text are both
+    whitespace (or empty) goes back to the original's text. A model that rewrites a document to fix one comma may
+    also re-indent lines (``"  "`` -> ``" "``); those edits are noise in the user's diff. Edits that mix whitespace
+    with other characters stay whole. The caller validates the result again."""
+    edits = minimal_edits(original, fixed)
+    kept = [e for e in edits if not (_blank(original[e.start : e.end]) and _blank(e.new_text))]
+    return fixed if len(kept) == len(edits) else apply_edits(original, kept)
+
+
+def _blank(s: str) -> bool:
+    return s == "" or s.isspace()
+
+
 def _char_diff(a: str, b: str, base: int) -> list[Edit]:
     out = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes():

@@ -36,7 +36,7 @@ from ...backend.contract import (
 from ..confidence import DEFAULT_TEMPERATURES
 from ..diagnostics import StructureIssue, find_issues, normalize_language
 from . import markdown as _md
-from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
+from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits, undo_layout_changes
 from .rules import _fix_from_texts, _match, _raw_issues, describe, rules_fix
 from .validate import _issue_check, validate_fix
 
@@ -156,6 +156,16 @@ def _canvas_for(excerpt: str, pin_chars: int, tokenizer: Any) -> dict[str, Any]:
     return {"seed_text": excerpt, "canvas_length": length}
 
 
+def _keep_layout(text: str, candidate: str, lang: str, span: tuple[int, int]) -> str:
+    """The candidate without its whitespace-only changes, when that validates (then it is a validated fix); else the
+    candidate itself, unvalidated (``is`` tells the two apart). A re-indented line outside the broken span would
+    otherwise fail validation and lose a right fix; inside it, it would be an edit the user did not ask for."""
+    kept = undo_layout_changes(text, candidate)
+    if kept == candidate or kept == text or validate_fix(text, kept, lang, span) is not None:
+        return candidate
+    return kept
+
+
 async def model_fix(
     text: str,
     language_id: str,
@@ -265,10 +275,12 @@ async def model_fix(
         if candidate == text:
             record["reason"] = "unchanged"
             continue
-        why = validate_fix(text, candidate, lang, span)
+        kept = _keep_layout(text, candidate, lang, span)
+        why = None if kept is not candidate else validate_fix(text, candidate, lang, span)
         if why is not None:
             record["reason"] = why
             continue
+        candidate = kept
         fix = _fix_from_texts(
             text,
             candidate,
