@@ -149,12 +149,14 @@ async def test_a_model_fix_that_also_reindents_edits_only_what_the_fix_needs() -
 
 
 def test_layout_is_restored_only_when_the_result_still_validates() -> None:
-    from dgemma_lsp.lsp.repair.model import _keep_layout, broken_span
+    from dgemma_lsp.lsp.repair.model import _without_layout_changes, broken_span
 
     broken = '{\n  "a": [1, 2,],\n  "b": nul l\n}'
     answer = '{\n "a": [1, 2],\n "b": null\n}'  # the space in "nul l" is whitespace, and the fix needs it gone
-    span = broken_span(broken, "json", None)
-    assert _keep_layout(broken, answer, "json", span) == answer
+    assert _without_layout_changes(broken, answer, "json", broken_span(broken, "json", None)) is None
+    text, reindented = BROKEN, '{\n "name": "x",\n  "tags": ["a", "b"],\n  "n": 1\n}\n'
+    assert _without_layout_changes(text, reindented, "json", broken_span(text, "json", None)) == FIXED
+    assert _without_layout_changes(text, FIXED, "json", broken_span(text, "json", None)) is None  # nothing to undo
 
 
 async def test_attempts_sample_cool_then_the_last_at_completion_temperatures() -> None:

@@ -156,13 +156,13 @@ def _canvas_for(excerpt: str, pin_chars: int, tokenizer: Any) -> dict[str, Any]:
     return {"seed_text": excerpt, "canvas_length": length}
 
 
-def _keep_layout(text: str, candidate: str, lang: str, span: tuple[int, int]) -> str:
-    """The candidate without its whitespace-only changes, when that validates (then it is a validated fix); else the
-    candidate itself, unvalidated (``is`` tells the two apart). A re-indented line outside the broken span would
-    otherwise fail validation and lose a right fix; inside it, it would be an edit the user did not ask for."""
+def _without_layout_changes(text: str, candidate: str, lang: str, span: tuple[int, int]) -> str | None:
+    """The candidate with its whitespace-only changes undone, when that is another text and a valid fix; else None.
+    A re-indented line outside the broken span would fail validation and lose a right fix; inside it, it would be
+    an edit the user did not ask for."""
     kept = undo_layout_changes(text, candidate)
-    if kept == candidate or kept == text or validate_fix(text, kept, lang, span) is not None:
-        return candidate
+    if kept in (candidate, text) or validate_fix(text, kept, lang, span) is not None:
+        return None
     return kept
 
 
@@ -275,12 +275,12 @@ async def model_fix(
         if candidate == text:
             record["reason"] = "unchanged"
             continue
-        kept = _keep_layout(text, candidate, lang, span)
-        why = None if kept is not candidate else validate_fix(text, candidate, lang, span)
+        kept = _without_layout_changes(text, candidate, lang, span)
+        why = validate_fix(text, candidate, lang, span) if kept is None else None
         if why is not None:
             record["reason"] = why
             continue
-        candidate = kept
+        candidate = kept or candidate
         fix = _fix_from_texts(
             text,
             candidate,
