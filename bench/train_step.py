@@ -3,7 +3,7 @@
 Synthetic batches of the training loop's own shape buckets (random token ids, the real ``to_tensors`` /
 ``draw_noise`` / ``denoise_loss`` / ``GraphedStep``), the ``small`` preset with fp32 master weights under bf16
 autocast as ``train.py`` runs it. For each variant and shape: host time to build the batch's tensors, and the
-step's GPU time (CUDA events around forward + backward + optimizer, graphed and eager); then a torch.profiler table
+step's time (forward + backward + optimizer, synchronised; graphed and eager); then a torch.profiler table
 of the eager step's kernels by total GPU time, so the run says which part to make faster.
 
     python3 bench/train_step.py --out $OUT/train_step.jsonl            # on the H200 (run_device.sh P)
@@ -19,7 +19,8 @@ import statistics
 import time
 from typing import Any
 
-# name -> (options of denoise_loss / the model) ; "base" is what train.py runs; "reference": with transformers' router and RMS norm
+# name -> options of denoise_loss / the model. "base": what train.py runs; "reference": transformers' router and
+# RMS norm forwards (train.py --reference-layers)
 VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
     "reference": {"reference_layers": True},
