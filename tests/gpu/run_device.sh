@@ -35,9 +35,13 @@
 #           canvas-64 and canvas-32 engines)
 #   second machine: A9 (carry .kit1: stage), B, C9 (carry .kit3: install; attention tile sweep; tiny tests;
 #           profile and suggestions with the picked tiles), then D8 (the whole comparison with the tiles)
+# Session 9, issue 8 alone (no kit; each carries .train_data/pack.jsonl.gz where it trains):
+#   P: bench/train_step.py (P_ARGS: shapes, variants; the training step's time and kernel table)
+#   T, T2 as in session 4 (the next two-run command: docs/small-model.md, "Rebuilding it")
+#   H: the training loop for TRAIN_MIN minutes with --host-threads 2, then with torch's default threads
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / T T2 / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
