@@ -86,12 +86,8 @@ def undo_layout_changes(original: str, fixed: str) -> str:
     also re-indent lines (``"  "`` -> ``" "``); those edits are noise in the user's diff. Edits that mix whitespace
     with other characters stay whole. The caller validates the result again."""
     edits = minimal_edits(original, fixed)
-    kept = [e for e in edits if not (_blank(original[e.start : e.end]) and _blank(e.new_text))]
+    kept = [e for e in edits if original[e.start : e.end].strip() or e.new_text.strip()]
     return fixed if len(kept) == len(edits) else apply_edits(original, kept)
-
-
-def _blank(s: str) -> bool:
-    return s == "" or s.isspace()
 
 
 def _char_diff(a: str, b: str, base: int) -> list[Edit]:
