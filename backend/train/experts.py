@@ -1,4 +1,5 @@
-"""A dense experts forward for training the small model (registered in transformers' ``ExpertsInterface``).
+"""Training-only forwards for the small model: a dense experts forward (registered in transformers'
+``ExpertsInterface``) and, below, cheaper router and RMS norm forwards (``use_fast_layers``).
 
 With 4 experts and top-2 routing every expert runs on every token and the outputs are mixed with a dense
 ``(tokens, experts)`` weight matrix that is zero off the chosen experts: the same function and gradients as
@@ -6,7 +7,7 @@ the sparse forward (an unchosen expert gets weight 0, so no gradient either), at
 plain batched matmuls, free of host syncs: the sparse forwards sort tokens by expert, and with fp32 master weights
 transformers' grouped matmul falls back to a loop that reads the per-expert counts back to the host in every layer.
 
-Training only; checkpoints are saved without it (serving uses transformers' default).
+Training only; checkpoints are saved without them (serving uses transformers' own forwards).
 """
 
 from __future__ import annotations
