@@ -242,6 +242,27 @@ def _closers_to_keep(text: str, ctx: CursorContext, closers: str) -> str:
     return "".join(keep)
 
 
+def _trim_unopened_closers(text: str, ctx: CursorContext) -> str:
+    """Drop closing brackets that end a one-line suggestion and that nothing before the cursor opened.
+
+    Small models often close one bracket too many at the end of a line (``print(foo(bar)`` -> ``))``). A closer
+    goes only when both views agree it has no opener: the cursor line with the suggestion, and the prefix's
+    last lines with it (so the closer of a call opened on an earlier line stays). The lines after the cursor
+    are not counted: their closers' openers may lie before the prefix window.
+    """
+    body = text.rstrip()
+    run = len(body) - len(body.rstrip(")]}"))
+    lang = ctx.language_id
+    if not run or lang in _PROSE_LANGS:
+        return text
+    local = len(_scan(ctx.line_prefix + body, lang)[1])
+    if not local:
+        return text
+    start = ctx.prefix.rfind("\n", 0, max(0, len(ctx.prefix) - 8000)) + 1  # whole lines: strings end at line ends
+    n = min(run, local, len(_scan(ctx.prefix[start:] + body, lang)[1]))
+    return body[: len(body) - n] if n else text
+
+
 def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -424,6 +445,8 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
         text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line)
         if not rest_of_line.strip():
             text = text.rstrip()
+        if not ctx.line_suffix.strip():
+            text = _trim_unopened_closers(text, ctx)
         if not text.strip():
             return ""
         out = text + _closers_to_keep(text, ctx, closers)

@@ -47,6 +47,13 @@ CLEAN_CASES = [
     ("def f(|):\n", "x, y):", "python", "def f(x, y):\n"),
     ("const s = `|`;\n", "hello ${name}`;", "javascript", "const s = `hello ${name}`;\n"),
     ("x = {|}\n", '"a": 1}', "python", 'x = {"a": 1}\n'),
+    # a one-line suggestion's closer that nothing opened goes (the cursor line and the lines before agree);
+    # one that an earlier line opened stays
+    ("print(foo(bar)|\n", "))", "python", "print(foo(bar))\n"),
+    ("print(foo(bar|\n", "))", "python", "print(foo(bar))\n"),
+    ("x = [1, 2, 3|\n", "]]", "python", "x = [1, 2, 3]\n"),
+    ('print("(", x|\n', "))", "python", 'print("(", x)\n'),
+    ("foo(\n    a, b|\n", ")", "python", "foo(\n    a, b)\n"),
     # suffix echo
     ("x = foo(|a)\n", "b, a)", "python", "x = foo(b, a)\n"),
     ("if x |:\n", "== 1:", "python", "if x == 1:\n"),
