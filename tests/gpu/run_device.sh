@@ -39,9 +39,11 @@
 #   P: bench/train_step.py (P_ARGS: shapes, variants; the training step's time and kernel table)
 #   T, T2 as in session 4 (the next two-run command: docs/small-model.md, "Rebuilding it")
 #   H: the training loop for TRAIN_MIN minutes with --host-threads 2, then with torch's default threads
+# Session 10, issue 4 with the device time issue 8 left: A9 (carry .kit1), B (.kit2), C10 (.kit3: install; the
+#   attention tile sweep with its causal check; the tiny vLLM tests with the picked tiles, within C10_BUDGET seconds)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -203,6 +205,15 @@ C9)  # session 8, second machine (after A9 = stage .kit1 and B): install; attent
   ;;
 A9)
   bash .kit1/stage.sh
+  ;;
+C10)  # session 10 (after A9 and B): install; the attention tile sweep, whose numerics check now covers causal calls
+      # (the prompt's prefill and the commit step run the same launch); then the tiny vLLM tests with the picks
+  bash .kit3/install.sh || exit 3
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 150 python3 bench/gpu_step.py --parts attention --attn-env /tmp/attn.env --out "$OUT/gpu_step.jsonl"
+  [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
+  left=$(( ${C10_BUDGET:-585} - ($(date +%s) - T0) ))
+  [ "$left" -gt 60 ] && timeout "$left" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
