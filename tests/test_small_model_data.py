@@ -57,6 +57,49 @@ def test_infill_examples_are_the_server_prompt() -> None:
         assert ex.target == (middle.split("\n", 1)[0] if plan.mode == "single" else middle)
 
 
+def test_return_cuts_finish_a_return_line() -> None:
+    """``--return-frac``: the cut is the rest of a ``return`` line, after ``return `` or a later cut point, and the
+    example's target is that rest (the issue's "finish a return of an obvious expression")."""
+    seen = set()
+    for seed in range(30):
+        ex = tasks.infill_example(PY, random.Random(seed), count_tokens, return_frac=1.0)
+        if ex is None:
+            continue
+        assert any(line.strip().startswith("return ") and line.endswith(ex.target) for line in PY.text.split("\n"))
+        seen.add(ex.target)
+    assert {"total", "0"} <= seen
+
+
+def test_snippet_examples_are_small_files_in_the_server_prompt() -> None:
+    """``--snippet-frac``: the document is cut down to the span's enclosing top-level block, ending with the span's
+    line, and the messages are still exactly the server's prompt for that small file."""
+    for seed in range(40):
+        ex = tasks.infill_example(PY, random.Random(seed), count_tokens, snippet_frac=1.0)
+        rng = random.Random(seed)
+        picked = tasks.pick_infill_span(PY, rng)
+        if ex is None or picked is None:
+            continue
+        rng.random()  # the snippet draw
+        text, start, end = tasks.snippet_of(PY.text, *picked[:2])
+        settings = tasks.infill_settings(rng)
+        doc = text[:start] + text[end:]
+        assert text.split("\n", 1)[0] in ("import os", "def area(width, height):", "def main(args):")
+        assert "\n" not in text[end:]  # the file ends with the span's line
+        ctx = build_context(
+            doc,
+            start,
+            language_id="python",
+            path="pkg/mod.py",
+            count_tokens=count_tokens,
+            max_prefix_tokens=settings.max_prefix_tokens,
+            max_suffix_tokens=settings.max_suffix_tokens,
+        )
+        msgs = build_infill_messages(ctx, plan_completion(ctx, settings))
+        assert [(m.role, m.content) for m in ex.messages] == [(m.role, m.content) for m in msgs]
+        if start > PY.text.index("def main"):
+            assert "import os" not in ex.messages[-1].content and "def area" not in ex.messages[-1].content
+
+
 @pytest.mark.parametrize("kind", tasks.BREAKAGES)
 def test_json_breakage_pairs(kind: str) -> None:
     """Every breakage really breaks strict JSON, and its fix parses (to the original value unless truncated)."""

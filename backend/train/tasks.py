@@ -80,13 +80,27 @@ def _cut_points(line: str) -> list[int]:
     return pts
 
 
-def pick_infill_span(doc: Doc, rng: random.Random) -> tuple[int, int, str] | None:
-    """(start, end, cut kind) of a span of ``doc.text`` a user could be about to type."""
+_RETURN = re.compile(r"[ \t]*return\b ?")
+
+
+def pick_infill_span(doc: Doc, rng: random.Random, return_frac: float = 0.0) -> tuple[int, int, str] | None:
+    """(start, end, cut kind) of a span of ``doc.text`` a user could be about to type.
+
+    ``return_frac``: the share of cuts that finish a ``return`` line (the rest of it after ``return `` or after a
+    later cut point), where the document has one; 0 draws nothing extra, so the stream is the default one.
+    """
     text = doc.text
     spans = _line_spans(text)
     code_lines = [i for i, (s, e) in enumerate(spans) if text[s:e].strip()]
     if len(code_lines) < 3:
         return None
+    if return_frac and rng.random() < return_frac:
+        returns = [(s, e, m.end()) for s, e in spans if (m := _RETURN.match(text, s, e)) and m.end() < e]
+        if returns:
+            s, e, after = rng.choice(returns)
+            pts = [s + p for p in _cut_points(text[s:e]) if s + p >= after]
+            start = after if rng.random() < 0.5 or not pts else rng.choice(pts)
+            return (start, e, "single") if start < e else None
     li = rng.choice(code_lines)
     s, e = spans[li]
     line = text[s:e]
@@ -138,14 +152,38 @@ def infill_settings(rng: random.Random) -> SimpleNamespace:
     )
 
 
-def infill_example(doc: Doc, rng: random.Random, count_tokens: CountTokens) -> Example | None:
-    """Cut a span from ``doc`` where a user could be typing and render it the way the server prompts."""
-    picked = pick_infill_span(doc, rng)
+def snippet_of(text: str, start: int, end: int) -> tuple[str, int, int]:
+    """The span's lines as a small file of their own: from the enclosing top-level line (at most 15 lines up) to
+    the end of the span's last line, then end of file. Returns (text, start, end) shifted into it."""
+    top = text.rfind("\n", 0, start) + 1  # the cut line's start
+    for _ in range(15):
+        nl = text.find("\n", top)
+        line = text[top : nl if nl != -1 else len(text)]
+        if top == 0 or (line.strip() and not line[0].isspace()):
+            break
+        top = text.rfind("\n", 0, top - 1) + 1
+    nl = text.find("\n", end)
+    stop = len(text) if nl == -1 else nl
+    return text[top:stop], start - top, end - top
+
+
+def infill_example(
+    doc: Doc, rng: random.Random, count_tokens: CountTokens, *, return_frac: float = 0.0, snippet_frac: float = 0.0
+) -> Example | None:
+    """Cut a span from ``doc`` where a user could be typing and render it the way the server prompts.
+
+    ``snippet_frac``: the share of code examples whose document is cut down to a small file around the span
+    (``snippet_of``): a new function typed at the end of a short file, which whole-file cuts almost never show.
+    """
+    picked = pick_infill_span(doc, rng, return_frac)
     if picked is None:
         return None
     start, end, kind = picked
+    text = doc.text
+    if snippet_frac and doc.language_id in ("python", "javascript") and rng.random() < snippet_frac:
+        text, start, end = snippet_of(text, start, end)
     messages, target, plan = build_infill_example(
-        doc.text,
+        text,
         start,
         end,
         language_id=doc.language_id,
@@ -629,8 +667,10 @@ class ExampleStream:
         seed: int,
         mixture: dict[str, float] | None = None,
         tokenizer: Any = None,
+        shapes: dict[str, float] | None = None,
     ) -> None:
         self.docs = docs
+        self.shapes = dict(shapes or {})  # infill_example's return_frac / snippet_frac
         self.tokenizer = tokenizer
         self.count_tokens = count_tokens
         self.rng = random.Random(seed)
@@ -647,7 +687,7 @@ class ExampleStream:
             k = kind or self.rng.choices(self.kinds, self.weights)[0]
             try:
                 if k.startswith("infill-"):
-                    ex = infill_example(self.rng.choice(self.docs[k[7:]]), self.rng, self.count_tokens)
+                    ex = infill_example(self.rng.choice(self.docs[k[7:]]), self.rng, self.count_tokens, **self.shapes)
                 elif k == "json-repair":
                     ex = json_repair_example(self.rng, self.docs.get("json"), tokenizer=self.tokenizer)
                 else:

@@ -99,7 +99,7 @@ def make_config(vocab_size: int, preset: str = "small", canvas_length: int = 32)
 _W: dict[str, Any] = {}
 
 
-def _worker_init(pack: str, tok_dir: str, python_files: int, split: str) -> None:
+def _worker_init(pack: str, tok_dir: str, python_files: int, split: str, shapes: dict | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -113,7 +113,7 @@ def _worker_init(pack: str, tok_dir: str, python_files: int, split: str) -> None
     if pack and os.path.exists(pack):
         for d in sources.load_pack(pack, split):
             docs.setdefault(d.language_id, []).append(d)
-    _W.update(tok=tok, docs=docs, tasks=tasks, eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id)
+    _W.update(tok=tok, docs=docs, tasks=tasks, eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id, shapes=shapes)
 
 
 Item = tuple[list[int], list[int], str, int, list[int] | None]  # prompt, reply+eot+eos, group, canvas, seed
@@ -143,7 +143,7 @@ def encode_examples(tok: Any, examples: list, eot: int, eos: int) -> list[Item]:
 def _make_chunk(seed: int, n: int = 64) -> list[Item]:
     tok = _W["tok"]
     stream = _W["tasks"].ExampleStream(
-        _W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed, tokenizer=tok
+        _W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed, tokenizer=tok, shapes=_W["shapes"]
     )
     exs = [stream.one() for _ in range(n)]
     return encode_examples(tok, exs, _W["eot"], _W["eos"])
@@ -488,6 +488,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--t-floor", type=float, default=0.0, help="noise level t ~ U(t_floor, 1)")
     ap.add_argument("--fill-weight", type=float, default=1.0, help="loss weight of the <eos> fill after the reply")
     ap.add_argument("--max-repair-canvas", type=int, default=384)
+    ap.add_argument("--return-frac", type=float, default=0.0, help="share of code cuts that finish a return line")
+    ap.add_argument(
+        "--snippet-frac", type=float, default=0.0, help="share of code cuts whose document is a small file around them"
+    )
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
     ap.add_argument(
         "--cuda-graphs",
@@ -510,7 +514,8 @@ def main(argv: list[str] | None = None) -> None:
 
     # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
     t_start = time.time()
-    feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train"), a.seed)
+    shapes = {k: v for k, v in (("return_frac", a.return_frac), ("snippet_frac", a.snippet_frac)) if v}
+    feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train", shapes), a.seed)
 
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
