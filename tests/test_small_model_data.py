@@ -25,6 +25,21 @@ PY = sources.Doc(
 )
 
 
+def server_plan(doc: str, offset: int, settings) -> tuple:
+    """(messages as (role, content) pairs, plan) the server builds for ``doc`` with the cursor at ``offset``."""
+    ctx = build_context(
+        doc,
+        offset,
+        language_id="python",
+        path="pkg/mod.py",
+        count_tokens=count_tokens,
+        max_prefix_tokens=settings.max_prefix_tokens,
+        max_suffix_tokens=settings.max_suffix_tokens,
+    )
+    plan = plan_completion(ctx, settings)
+    return [(m.role, m.content) for m in build_infill_messages(ctx, plan)], plan
+
+
 def test_infill_examples_are_the_server_prompt() -> None:
     """A training example's messages are exactly what the server sends for the same document and cursor."""
     for seed in range(40):
@@ -38,20 +53,8 @@ def test_infill_examples_are_the_server_prompt() -> None:
         # infill_example draws the span first, then the settings: replay the same draws.
         rng2 = random.Random(seed)
         tasks.pick_infill_span(PY, rng2)
-        settings = tasks.infill_settings(rng2)
-        ctx = build_context(
-            doc,
-            start,
-            language_id="python",
-            path="pkg/mod.py",
-            count_tokens=count_tokens,
-            max_prefix_tokens=settings.max_prefix_tokens,
-            max_suffix_tokens=settings.max_suffix_tokens,
-        )
-        plan = plan_completion(ctx, settings)
-        assert [(m.role, m.content) for m in ex.messages] == [
-            (m.role, m.content) for m in build_infill_messages(ctx, plan)
-        ]
+        messages, plan = server_plan(doc, start, tasks.infill_settings(rng2))
+        assert [(m.role, m.content) for m in ex.messages] == messages
         assert ex.canvas == plan.canvas_length
         middle = PY.text[start:end]
         assert ex.target == (middle.split("\n", 1)[0] if plan.mode == "single" else middle)
@@ -81,21 +84,10 @@ def test_snippet_examples_are_small_files_in_the_server_prompt() -> None:
             continue
         rng.random()  # the snippet draw
         text, start, end = tasks.snippet_of(PY.text, *picked[:2])
-        settings = tasks.infill_settings(rng)
         doc = text[:start] + text[end:]
         assert text.split("\n", 1)[0] in ("import os", "def area(width, height):", "def main(args):")
         assert "\n" not in text[end:]  # the file ends with the span's line
-        ctx = build_context(
-            doc,
-            start,
-            language_id="python",
-            path="pkg/mod.py",
-            count_tokens=count_tokens,
-            max_prefix_tokens=settings.max_prefix_tokens,
-            max_suffix_tokens=settings.max_suffix_tokens,
-        )
-        msgs = build_infill_messages(ctx, plan_completion(ctx, settings))
-        assert [(m.role, m.content) for m in ex.messages] == [(m.role, m.content) for m in msgs]
+        assert [(m.role, m.content) for m in ex.messages] == server_plan(doc, start, tasks.infill_settings(rng))[0]
         if start > PY.text.index("def main"):
             assert "import os" not in ex.messages[-1].content and "def area" not in ex.messages[-1].content
 
