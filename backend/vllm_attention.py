@@ -10,7 +10,13 @@ a subclass of vLLM's backend whose implementation takes the calls with more than
 (denoising steps, the causal commit step, prompt prefill) and hands every other call to vLLM unchanged.
 
 Tiles: ``DGEMMA_ATTN_TILES`` = ``head:block_m:tile:warps:stages`` items, comma separated (``256:32:128:8:2``);
-unset = :data:`DEFAULT_TILES`. Nothing here runs without vLLM; :func:`parse_tiles` is pure.
+unset = :data:`DEFAULT_TILES`.
+
+FlashAttention-3 (``DGEMMA_ATTN_FA3``): where vLLM's FA3 kernels load (Hopper, head size 64-256: the 25 sliding
+layers), canvas calls go to FA3 instead, reading the same paged KV cache. FA3 has one causal flag per call, while a
+denoising batch may hold a commit step (causal) beside canvases (bidirectional), and CUDA graphs fix the launches
+before the flags are known; so a call with per-request flags runs FA3 both ways and keeps each request's rows from
+the pass its flag asks for. Nothing here runs without vLLM; :func:`parse_tiles` and :func:`parse_fa3` are pure.
 """
 
 from __future__ import annotations
@@ -41,6 +47,93 @@ def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
                 raise ValueError(f"{TILES_ENV}: {name} must be a power of two (got {val} in {item!r})")
         out[head] = (block_m, tile, warps, max(1, stages))
     return out
+
+
+FA3_ENV = "DGEMMA_ATTN_FA3"
+# FA3's own heuristic (0) sizes its KV splits from max_seqlen_k, which vLLM passes as max_model_len: many near-empty
+# splits for a 1k context. One split per query tile keeps the canvas call to a single pass.
+DEFAULT_FA3_SPLITS = 1
+FA3_HEADS = (64, 96, 128, 192, 256)  # head sizes vLLM's FA3 build has kernels for (not 512: the full layers)
+
+
+def parse_fa3(raw: str | None) -> int | None:
+    """``DGEMMA_ATTN_FA3``: unset / ``on`` -> the default split count, ``off`` -> None (tiles only), a number -> FA3's
+    ``num_splits`` (0: FA3's heuristic)."""
+    if raw is None or not raw.strip() or raw.strip().lower() in ("on", "auto", "1x"):
+        return DEFAULT_FA3_SPLITS
+    val = raw.strip().lower()
+    if val in ("off", "none", "no", "false"):
+        return None
+    if not val.isdigit():
+        raise ValueError(f"{FA3_ENV}: {raw!r} is not on, off or a split count")
+    return int(val)
+
+
+def fa3_available() -> bool:
+    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4)."""
+    try:
+        from vllm.vllm_flash_attn import flash_attn_interface as fai
+    except Exception:  # noqa: BLE001 - no vLLM, no FA build: the tiles serve
+        return False
+    return bool(getattr(fai, "FA3_AVAILABLE", False))
+
+
+def fa3_canvas_attention(
+    *,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    cu_seqlens_q: Any,
+    max_seqlen_q: int,
+    seqused_k: Any,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: Any,
+    window_size: tuple[int, int],
+    block_table: Any,
+    softcap: float,
+    num_splits: int = DEFAULT_FA3_SPLITS,
+) -> None:
+    """vLLM's FA3 over the paged KV cache with vLLM's TRITON_ATTN masking: a causal request sees keys up to its query
+    row (and ``window_size[0]`` back), a bidirectional one every key of its sequence within ``window_size[0]`` either
+    side (as ``kernel_unified_attention`` masks non-causal sliding windows). ``causal`` is a bool or one flag per
+    request (a tensor: both passes run, each request keeps its own; no host sync, so CUDA graphs can hold it)."""
+    import torch
+    from vllm.vllm_flash_attn import flash_attn_varlen_func
+
+    left = window_size[0] if window_size is not None else -1
+
+    def run(is_causal: bool, dst: Any) -> None:
+        win = [-1, -1] if left < 0 else [left, 0 if is_causal else left]
+        flash_attn_varlen_func(
+            q=q,
+            k=k,
+            v=v,
+            max_seqlen_q=max_seqlen_q,
+            cu_seqlens_q=cu_seqlens_q,
+            max_seqlen_k=max_seqlen_k,
+            seqused_k=seqused_k,
+            softmax_scale=softmax_scale,
+            causal=is_causal,
+            window_size=win,
+            softcap=softcap,
+            block_table=block_table,
+            out=dst,
+            num_splits=num_splits,
+            fa_version=3,
+        )
+
+    if isinstance(causal, bool):
+        run(causal, out)
+        return
+    run(False, out)
+    causal_out = torch.empty_like(out)
+    run(True, causal_out)
+    num_seqs = causal.shape[0]
+    tok = torch.arange(q.shape[0], device=q.device, dtype=cu_seqlens_q.dtype)
+    seq = torch.searchsorted(cu_seqlens_q[1 : num_seqs + 1], tok, right=True).clamp_(max=num_seqs - 1)
+    torch.where(causal[seq].view(-1, 1, 1), causal_out, out, out=out)
 
 
 def launch_canvas_attention(
@@ -177,13 +270,17 @@ def _build_classes() -> dict[str, Any]:
     from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
 
     tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
+    fa3_splits = parse_fa3(os.environ.get(FA3_ENV))
     # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
     own_tuning = current_platform.is_device_capability_family(100)
+    # FA3 is Hopper's (capability 9.x)
+    fa3_ok = fa3_splits is not None and current_platform.is_device_capability_family(90) and fa3_available()
 
     class DGemmaTritonAttentionImpl(TritonAttentionImpl):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._tiles = None if own_tuning else tiles_by_head.get(self.head_size)
+            self._fa3 = fa3_ok and self.head_size in FA3_HEADS and self.sinks is None
 
         def forward(
             self,
@@ -199,7 +296,7 @@ def _build_classes() -> dict[str, Any]:
         ) -> torch.Tensor:
             md = attn_metadata
             ours = (
-                self._tiles is not None
+                (self._tiles is not None or self._fa3)
                 and md is not None
                 and md.max_query_len > 1  # canvas-shaped; decode-shaped calls keep vLLM's split-KV path
                 and output_scale is None
@@ -218,6 +315,24 @@ def _build_classes() -> dict[str, Any]:
                 return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
             n = md.num_actual_tokens
             key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
+            if self._fa3:
+                fa3_canvas_attention(
+                    q=query[:n],
+                    k=key_cache,
+                    v=value_cache,
+                    out=output[:n],
+                    cu_seqlens_q=md.query_start_loc,
+                    max_seqlen_q=md.max_query_len,
+                    seqused_k=md.seq_lens,
+                    max_seqlen_k=md.max_seq_len,
+                    softmax_scale=self.scale,
+                    causal=md.causal,
+                    window_size=self.sliding_window,
+                    block_table=md.block_table,
+                    softcap=self.logits_soft_cap,
+                    num_splits=fa3_splits,
+                )
+                return output
             descale_shape = (md.query_start_loc.shape[0] - 1, key_cache.shape[2])
             launch_canvas_attention(
                 q=query[:n],

@@ -14,6 +14,9 @@ comma list of the pieces to keep, default all):
   ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``; plus ``dgemma_entropy_bound``,
   ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row noise streams, so a seeded request samples the
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
+* ``softcap`` — the final-logit softcap (tanh, 30) moves into the row kernel: the model hands the sampler the
+  lm_head's bf16 logits instead of a capped fp32 copy, saving a pass that wrote and the kernel then read 1 GB per
+  step at 4 x 256 rows. Steps that go to vLLM's own sampler (logprobs, tensor parallelism) get the capped logits.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -36,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "moe_config", "attention"})
+ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "moe_config", "attention"})
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -56,12 +59,12 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
         if unknown:
             raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
     if "sampler" not in feats:
-        feats -= {"commit_skip", "extra_args", "draft_tap"}
+        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap"}
     return frozenset(feats)
 
 
 # Pieces that live in our sampler subclass, written against vLLM 0.26-0.31's DiffusionSampler internals.
-SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap"})
+SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap"})
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
 OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
 
@@ -186,6 +189,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
             self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
             self.kernel_kw = kernel_options()
+            # set by the model state when the model hands over uncapped logits (the ``softcap`` piece)
+            self.softcap: float | None = None
             self._segments = torch.arange(0, (n + 1) * cl, cl, device=dev, dtype=torch.int32)
             # Host mirror of is_encoder_phase, refreshed by a non-blocking copy at the end of each step: the next
             # step reads it without stalling vLLM's async scheduling (the GPU is busy with the next forward).
@@ -314,6 +319,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 # logprobs and tensor parallelism stay on vLLM's own path
                 self.stats["fallback"] += 1
                 self._host_phase()
+                if self.softcap:
+                    logits = torch.tanh(logits.float() / self.softcap) * self.softcap
                 out = super().__call__(logits, input_batch, draft_logits)
                 self._publish_phase()
                 return out
@@ -407,6 +414,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 pinned=pinned,
                 pinned_tokens=self.pin_tok[slots].reshape(-1),
                 probs_dtype=self.embed_weight.dtype,
+                softcap=self.softcap,
                 widths=width,
                 max_segment=cl,
                 impl="triton",
@@ -484,12 +492,25 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
         def custom_sampler(self, sampler: Any) -> tuple[Any, Any] | None:
             native, rejection = super().custom_sampler(sampler)
             log.info("dgemma_lsp plugin: DiffusionGemma sampler with Triton kernels (features: %s)", sorted(feats))
-            return DGemmaSampler.from_native(native), rejection
+            ours = DGemmaSampler.from_native(native)
+            cap = getattr(self.model, "final_logit_softcapping", None)
+            if "softcap" in feats and cap and hasattr(self.model, "dgemma_raw_logits"):
+                ours.softcap = float(cap)
+                self.model.dgemma_raw_logits = True
+            return ours, rejection
 
     class DGemmaLspForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
+        # True once our sampler applies the softcap itself (set by DGemmaModelState.custom_sampler)
+        dgemma_raw_logits = False
+
         @staticmethod
         def get_model_state_cls():
             return DGemmaModelState
+
+        def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+            if not self.dgemma_raw_logits:
+                return super().compute_logits(hidden_states)
+            return self.logits_processor(self.lm_head, hidden_states)
 
     return {
         "DGemmaSampler": DGemmaSampler,

@@ -206,21 +206,36 @@ ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against
     512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
           (16, 64, 8, 1), (64, 64, 8, 1)],
 }  # fmt: skip
+FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head <= 256); 0 = FA3's own heuristic
+ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
 
 def part_attention(attn_env: str = "") -> None:
-    """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context) through vLLM's unified
-    attention kernel: vLLM 0.26's launch vs our tiles (same kernel), per head size of the 26B-A4B."""
+    """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
+    unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
+    cache, per head size of the 26B-A4B. Timed as the engine calls it: one causal flag per request (a tensor),
+    here all bidirectional (denoising); numerics checked bidirectional, causal, and mixed (a commit beside
+    canvases)."""
     import torch
     import triton.testing as tt
     from vllm.v1.attention.ops.triton_unified_attention import unified_attention
 
-    from dgemma_lsp.backend.vllm_attention import launch_canvas_attention
+    from dgemma_lsp.backend.vllm_attention import (
+        FA3_HEADS,
+        fa3_available,
+        fa3_canvas_attention,
+        launch_canvas_attention,
+    )
 
     dev, bf = "cuda", torch.bfloat16
+    has_fa3 = fa3_available()
+    emit({"part": "attention", "fa3_available": has_fa3})
     pick: dict[int, tuple] = {}
     for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
         sums: dict[tuple, float] = {}
+        cands: list[tuple] = list(ATTN_CANDIDATES[head])
+        if has_fa3 and head in FA3_HEADS:
+            cands += [("fa3", n) for n in FA3_SPLITS]
         for batch in (1, 4):
             canvas, kvlen, bs = 256, 1024 + 256, 16
             per = -(-kvlen // bs)
@@ -232,47 +247,66 @@ def part_attention(attn_env: str = "") -> None:
             bt = torch.arange(batch * per, device=dev, dtype=torch.int32).view(batch, per)
             desc = torch.ones(batch, kvh, device=dev, dtype=torch.float32)
             win = (window - 1, 0) if window else (-1, -1)
-            ref = torch.empty_like(q)
-            common = dict(q=q, k=kc, v=vc, cu_seqlens_q=cu, seqused_k=seqk, softmax_scale=head**-0.5, causal=False,
-                          window_size=win, block_table=bt, softcap=0, k_descale=desc, v_descale=desc)  # fmt: skip
-            default = functools.partial(unified_attention, out=ref, max_seqlen_q=canvas, max_seqlen_k=kvlen,
-                                        q_descale=None, **common)  # fmt: skip
-            default()
+            bidir = torch.zeros(batch, device=dev, dtype=torch.bool)  # the engine's per-request flags
+            mixed = torch.arange(batch, device=dev) % 2 == 0  # request 0 commits (causal), 1 denoises, ...
+            common = dict(q=q, k=kc, v=vc, cu_seqlens_q=cu, seqused_k=seqk, softmax_scale=head**-0.5,
+                          window_size=win, block_table=bt, softcap=0)  # fmt: skip
+            refs = {}
+            for name, flag in (("bidir", False), ("causal", True), ("mixed", mixed)):
+                refs[name] = torch.empty_like(q)
+                unified_attention(out=refs[name], max_seqlen_q=canvas, max_seqlen_k=kvlen, q_descale=None,
+                                  causal=flag, k_descale=desc, v_descale=desc, **common)  # fmt: skip
+            default = functools.partial(unified_attention, out=torch.empty_like(q), max_seqlen_q=canvas,
+                                        max_seqlen_k=kvlen, q_descale=None, causal=bidir, k_descale=desc,
+                                        v_descale=desc, **common)  # fmt: skip
             row = {"part": "attention", "head": head, "q_heads": qh, "kv_heads": kvh, "batch": batch,
                    "canvas": canvas, "kv_len": kvlen,
                    "default_ms": round(tt.do_bench(default, warmup=10, rep=60, return_mode="median"), 4)}  # fmt: skip
-            for cfg in ATTN_CANDIDATES[head]:
-                out = torch.empty_like(q)
-                ours = functools.partial(launch_canvas_attention, out=out, sinks=None, tiles=cfg, **common)
+            for cfg in cands:
                 key = ":".join(map(str, cfg))
+
+                def call(flag, out, cfg=cfg, canvas=canvas, common=common, desc=desc):
+                    if cfg[0] == "fa3":
+                        fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
+                                             causal=flag, num_splits=cfg[1], **common)  # fmt: skip
+                    else:
+                        launch_canvas_attention(out=out, sinks=None, tiles=cfg, causal=flag, k_descale=desc,
+                                                v_descale=desc, **common)  # fmt: skip
+
                 try:
-                    ours()
-                    err = float((out.float() - ref.float()).abs().max())
-                    # the prompt's prefill and the commit step are causal calls through the same launch
-                    causal_ref, causal_out = torch.empty_like(q), torch.empty_like(q)
-                    functools.partial(default, out=causal_ref, causal=True)()
-                    functools.partial(ours, out=causal_out, causal=True)()
-                    err = max(err, float((causal_out.float() - causal_ref.float()).abs().max()))
+                    err = 0.0
+                    for name, flag in (("bidir", False), ("causal", True), ("mixed", mixed)):
+                        out = torch.empty_like(q)
+                        call(flag, out)
+                        err = max(err, float((out.float() - refs[name].float()).abs().max()))
                     if not err < 2e-2:
                         row[key] = f"wrong (max err {err:.3g})"
                         sums[cfg] = float("inf")
                         continue
-                    ms = tt.do_bench(ours, warmup=10, rep=60, return_mode="median")
+                    out = torch.empty_like(q)
+                    ms = tt.do_bench(functools.partial(call, bidir, out), warmup=10, rep=60, return_mode="median")
                     row[key] = round(ms, 4)
                     sums[cfg] = sums.get(cfg, 0.0) + ms
-                except Exception as exc:  # out of shared memory etc.: not a candidate
-                    row[key] = f"{type(exc).__name__}"
+                except Exception as exc:  # out of shared memory, an FA3 limit, etc.: not a candidate
+                    row[key] = f"{type(exc).__name__}: {str(exc)[:100]}"
                     sums[cfg] = float("inf")
             emit(row)
-        dflt = sum(r["default_ms"] for r in ROWS if r.get("part") == "attention" and r["head"] == head and "batch" in r)
+        dflt = sum(r["default_ms"] for r in ROWS if r.get("part") == "attention" and r.get("head") == head
+                   and "batch" in r)  # fmt: skip
         good = {c: t for c, t in sums.items() if t < 0.95 * dflt}
         if good:
             pick[head] = min(good, key=good.get)
         emit({"part": "attention", "head": head, "pick": ":".join(map(str, pick.get(head, ()))) or "default",
-              "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4)})  # fmt: skip
+              "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
+              "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()}})  # fmt: skip
     if attn_env:
-        spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in pick.items()) or "off"
-        Path(attn_env).write_text(f"export DGEMMA_ATTN_TILES={spec}\n")
+        tiles = {h: c for h, c in pick.items() if c[0] != "fa3"}
+        fa3 = [c for c in pick.values() if c[0] == "fa3"]
+        spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
+        lines = f"export DGEMMA_ATTN_TILES={spec}\n"
+        # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
+        lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
+        Path(attn_env).write_text(lines)
 
 
 # ------------------------------------------------------------------------------------------------ transformers
@@ -584,6 +618,10 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                   "--also-detok-off"]),
         ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                "--no-detok", "--graph-sizes"]),
+        # session 8's plugin: no FA3, softcap outside the row kernel (the same run measures what they changed)
+        ("ours_s8", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3": "off",
+                     "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,moe_config,attention"},
+         ["--child", "engine", "--label", "ours_s8", "--canvas", "256", "--no-detok", "--graph-sizes"]),
         ("profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--profile", "--only-profile"]),
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),

@@ -237,6 +237,30 @@ def test_two_requests_in_one_batch_keep_their_own_options(plugin) -> None:
     assert int(st.step[3]) == 3
 
 
+def test_softcap_in_the_kernel_equals_capped_logits(plugin) -> None:
+    """The ``softcap`` piece: raw logits with the cap applied in the row kernel sample exactly what the capped
+    logits (vLLM's own compute_logits) do; without the cap they would not (the test can fail)."""
+    cap = 30.0
+    logits = [torch.randn(CL, V) * 60 for _ in range(3)]  # far past the cap, as a bf16 lm_head can be
+
+    def run(raw: bool, in_kernel: bool) -> tuple[list[int], torch.Tensor]:
+        torch.manual_seed(0)  # the fake's embedding (the self-conditioning matmul) is random
+        s, st = make(plugin)
+        s.softcap = cap if in_kernel else None
+        add(s, st, 1, seed=5, diffusion_max_steps=8)
+        s(torch.empty(0, V), batch([1], decode=False))
+        for lg in logits:
+            s(lg if raw else torch.tanh(lg / cap) * cap, batch([1], decode=True))
+        return st.canvas[1].tolist() + st.argmax_canvas[1].tolist(), st.self_conditioning_embeds[1].clone()
+
+    capped, capped_sc = run(raw=False, in_kernel=False)
+    fused, fused_sc = run(raw=True, in_kernel=True)
+    assert fused == capped
+    torch.testing.assert_close(fused_sc, capped_sc, atol=1e-4, rtol=1e-4)
+    uncapped, uncapped_sc = run(raw=True, in_kernel=False)
+    assert uncapped != capped or not torch.allclose(uncapped_sc, capped_sc, atol=1e-3)
+
+
 if _LATE:  # replace the in-process tests by one run of this file in a fresh interpreter-mode process
     for _name in [n for n in globals() if n.startswith("test_")]:
         del globals()[_name]

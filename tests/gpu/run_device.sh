@@ -41,9 +41,16 @@
 #   H: the training loop for TRAIN_MIN minutes with --host-threads 2, then with torch's default threads
 # Session 10, issue 4 with the device time issue 8 left: A9 (carry .kit1), B (.kit2), C10 (.kit3: install; the
 #   attention tile sweep with its causal check; the tiny vLLM tests with the picked tiles, within C10_BUDGET seconds)
+# Session 11, issue 4 (FlashAttention-3 for the sliding layers, the softcap in the row kernel): kit built here, then
+#   `bash tests/gpu/fa3_part.sh` (.kit4/fa3.xz.aa .ab .ac: FA3's kernels, stripped from the kit, one piece per run)
+#   run A11: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A11   (stage)
+#   run B11: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B11   (stage)
+#   run C11: carry .kit3 .kit4/fa3.xz.ac   command: bash tests/gpu/run_device.sh C11   (install vLLM and FA3; the
+#            attention sweep with FA3 candidates; the tiny vLLM tests with its pick; ours: steps b1 / b4 / 8k)
+#   run D11: carry nothing command: bash tests/gpu/run_device.sh D11 (native, session 8's plugin, ours, suggestions)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -81,6 +88,21 @@ collect_training() {
   pkill -f dgemma_lsp.backend.train.train; sleep 2; cat /tmp/train.log; tail -n 5 /tmp/train.out
   d=$(cat /tmp/train.dir); cp /tmp/train.log "$d/" 2>/dev/null
   tar cf "$OUT/$(basename "$d").tar" -C "$(dirname "$d")" "$(basename "$d")" && ls -la "$d"
+}
+# FA3's kernels (tests/gpu/fa3_part.sh): park this run's piece; after vLLM is installed, join them into /tmp/site
+fa3_stage() { mkdir -p /tmp/kp4 && cp .kit4/fa3.xz.* /tmp/kp4/ 2>/dev/null; echo "fa3 pieces: $(ls /tmp/kp4 | tr '\n' ' ')"; }
+fa3_install() {
+  python3 - <<'PY'
+import glob, lzma, sys
+sys.path.insert(0, "/tmp/site")
+import vllm, os
+dst = os.path.join(os.path.dirname(vllm.__file__), "vllm_flash_attn", "_vllm_fa3_C.abi3.so")
+parts = sorted(glob.glob("/tmp/kp4/fa3.xz.*"))
+if len(parts) == 3 and not os.path.exists(dst):
+    data = lzma.decompress(b"".join(open(p, "rb").read() for p in parts))
+    open(dst, "wb").write(data)
+print("fa3 kernels:", dst, os.path.getsize(dst) if os.path.exists(dst) else "missing", f"({len(parts)} pieces)")
+PY
 }
 echo "== run $N on $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader) $(date -u +%FT%TZ)"
 case "$N" in
@@ -214,6 +236,29 @@ C10)  # session 10 (after A9 and B): install; the attention tile sweep, whose nu
   [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
   left=$(( ${C10_BUDGET:-585} - ($(date +%s) - T0) ))
   [ "$left" -gt 60 ] && timeout "$left" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  ;;
+A11)
+  bash .kit1/stage.sh; fa3_stage
+  ;;
+B11)
+  bash .kit2/stage.sh; fa3_stage
+  ;;
+C11)  # session 11 (after A11 and B11): install vLLM and FA3; sweep (tiles and FA3); tiny tests; our steps
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 150 python3 bench/gpu_step.py --parts attention --attn-env /tmp/attn.env --out "$OUT/gpu_step.jsonl"
+  [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours}" \
+    --job-timeouts "ours=$((left - 5))" --out "$OUT/gpu_step.jsonl"
+  ;;
+D11)  # while warm after C11 (its sweep's picks in /tmp/attn.env)
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  [ -f /tmp/attn.env ] && . /tmp/attn.env && env | grep DGEMMA_ATTN
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours_s8,suggest32}" \
+    --job-timeouts "${JOB_TIMEOUTS:-native=200,ours_s8=150,suggest32=120}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
