@@ -53,20 +53,27 @@ FA3_ENV = "DGEMMA_ATTN_FA3"
 # FA3's own heuristic (0) sizes its KV splits from max_seqlen_k, which vLLM passes as max_model_len: many near-empty
 # splits for a 1k context. One split per query tile keeps the canvas call to a single pass.
 DEFAULT_FA3_SPLITS = 1
+# "rows": each pass covers only the rows of the requests that want it (FA3's seqused_q; the other pass's rows are
+# left alone), so the two passes together cost about one. "select": both passes over every row, then a select.
+FA3_MODES = ("rows", "select")
+# FA3 for calls with at least this many requests (canvases), the tiles below it (DGEMMA_ATTN_FA3_MIN_REQS)
+FA3_MIN_REQS_ENV = "DGEMMA_ATTN_FA3_MIN_REQS"
 FA3_HEADS = (64, 96, 128, 192, 256)  # head sizes vLLM's FA3 build has kernels for (not 512: the full layers)
 
 
-def parse_fa3(raw: str | None) -> int | None:
-    """``DGEMMA_ATTN_FA3``: unset / ``on`` -> the default split count, ``off`` -> None (tiles only), a number -> FA3's
-    ``num_splits`` (0: FA3's heuristic)."""
-    if raw is None or not raw.strip() or raw.strip().lower() in ("on", "auto", "1x"):
-        return DEFAULT_FA3_SPLITS
-    val = raw.strip().lower()
+def parse_fa3(raw: str | None) -> tuple[int, str] | None:
+    """``DGEMMA_ATTN_FA3``: unset / ``on`` -> (the default split count, ``rows``); ``off`` -> None (tiles only);
+    ``SPLITS[:MODE]`` -> FA3's ``num_splits`` (0: FA3's heuristic) and how per-request causal flags are served."""
+    val = (raw or "").strip().lower()
+    if val in ("", "on", "auto"):
+        return DEFAULT_FA3_SPLITS, FA3_MODES[0]
     if val in ("off", "none", "no", "false"):
         return None
-    if not val.isdigit():
-        raise ValueError(f"{FA3_ENV}: {raw!r} is not on, off or a split count")
-    return int(val)
+    splits, _, mode = val.partition(":")
+    mode = mode or FA3_MODES[0]
+    if not splits.isdigit() or mode not in FA3_MODES:
+        raise ValueError(f"{FA3_ENV}: {raw!r} is not on, off or SPLITS[:rows|select] (e.g. 1:rows)")
+    return int(splits), mode
 
 
 def fa3_available() -> bool:
@@ -76,6 +83,35 @@ def fa3_available() -> bool:
     except Exception:  # noqa: BLE001 - no vLLM, no FA build: the tiles serve
         return False
     return bool(getattr(fai, "FA3_AVAILABLE", False))
+
+
+def _fa3_pass(
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    cu_seqlens_q: Any,
+    seqused_q: Any,
+    seqused_k: Any,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    block_table: Any,
+    softmax_scale: float,
+    causal: bool,
+    window: tuple[int, int],
+    softcap: float,
+    num_splits: int,
+) -> None:
+    """One FA3 forward over the paged cache: vLLM's ``flash_attn_varlen_func(fa_version=3)`` call, plus ``seqused_q``
+    (the wrapper passes None): FA3 computes and writes only the first ``seqused_q[i]`` query rows of request i."""
+    import torch
+
+    torch.ops._vllm_fa3_C.fwd(
+        q, k, v, None, None, None, out,
+        cu_seqlens_q, None, None, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table,
+        None, None, None, None, None, None, None, None,
+        softmax_scale, causal, window[0], window[1], softcap, True, None, num_splits, None, 0, None, 1, 0, None,
+    )  # fmt: skip
 
 
 def fa3_canvas_attention(
@@ -94,43 +130,37 @@ def fa3_canvas_attention(
     block_table: Any,
     softcap: float,
     num_splits: int = DEFAULT_FA3_SPLITS,
+    mode: str = FA3_MODES[0],
 ) -> None:
     """vLLM's FA3 over the paged KV cache with vLLM's TRITON_ATTN masking: a causal request sees keys up to its query
     row (and ``window_size[0]`` back), a bidirectional one every key of its sequence within ``window_size[0]`` either
     side (as ``kernel_unified_attention`` masks non-causal sliding windows). ``causal`` is a bool or one flag per
-    request (a tensor: both passes run, each request keeps its own; no host sync, so CUDA graphs can hold it)."""
+    request (a tensor, read on the GPU only, so CUDA graphs can hold the call): then a bidirectional and a causal
+    pass run, each over the rows of its own requests (``mode="rows"``) or over all rows with a select after."""
     import torch
-    from vllm.vllm_flash_attn import flash_attn_varlen_func
 
     left = window_size[0] if window_size is not None else -1
 
-    def run(is_causal: bool, dst: Any) -> None:
-        win = [-1, -1] if left < 0 else [left, 0 if is_causal else left]
-        flash_attn_varlen_func(
-            q=q,
-            k=k,
-            v=v,
-            max_seqlen_q=max_seqlen_q,
-            cu_seqlens_q=cu_seqlens_q,
-            max_seqlen_k=max_seqlen_k,
-            seqused_k=seqused_k,
-            softmax_scale=softmax_scale,
-            causal=is_causal,
-            window_size=win,
-            softcap=softcap,
-            block_table=block_table,
-            out=dst,
-            num_splits=num_splits,
-            fa_version=3,
-        )
+    def win(is_causal: bool) -> tuple[int, int]:
+        return (-1, -1) if left < 0 else (left, 0 if is_causal else left)
+
+    def run(is_causal: bool, dst: Any, seqused_q: Any = None) -> None:
+        _fa3_pass(q, k, v, dst, cu_seqlens_q, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table,
+                  softmax_scale, is_causal, win(is_causal), softcap, num_splits)  # fmt: skip
 
     if isinstance(causal, bool):
         run(causal, out)
         return
+    num_seqs = causal.shape[0]
+    if mode == "rows":
+        qlen = cu_seqlens_q[1 : num_seqs + 1] - cu_seqlens_q[:num_seqs]
+        rows_causal = qlen * causal.to(qlen.dtype)
+        run(False, out, qlen - rows_causal)
+        run(True, out, rows_causal)
+        return
     run(False, out)
     causal_out = torch.empty_like(out)
     run(True, causal_out)
-    num_seqs = causal.shape[0]
     tok = torch.arange(q.shape[0], device=q.device, dtype=cu_seqlens_q.dtype)
     seq = torch.searchsorted(cu_seqlens_q[1 : num_seqs + 1], tok, right=True).clamp_(max=num_seqs - 1)
     torch.where(causal[seq].view(-1, 1, 1), causal_out, out, out=out)
@@ -270,11 +300,12 @@ def _build_classes() -> dict[str, Any]:
     from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
 
     tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
-    fa3_splits = parse_fa3(os.environ.get(FA3_ENV))
+    fa3 = parse_fa3(os.environ.get(FA3_ENV))
+    fa3_min_reqs = int(os.environ.get(FA3_MIN_REQS_ENV) or 1)
     # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
     own_tuning = current_platform.is_device_capability_family(100)
     # FA3 is Hopper's (capability 9.x)
-    fa3_ok = fa3_splits is not None and current_platform.is_device_capability_family(90) and fa3_available()
+    fa3_ok = fa3 is not None and current_platform.is_device_capability_family(90) and fa3_available()
 
     class DGemmaTritonAttentionImpl(TritonAttentionImpl):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -315,7 +346,7 @@ def _build_classes() -> dict[str, Any]:
                 return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
             n = md.num_actual_tokens
             key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
-            if self._fa3:
+            if self._fa3 and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
                 fa3_canvas_attention(
                     q=query[:n],
                     k=key_cache,
@@ -330,7 +361,8 @@ def _build_classes() -> dict[str, Any]:
                     window_size=self.sliding_window,
                     block_table=md.block_table,
                     softcap=self.logits_soft_cap,
-                    num_splits=fa3_splits,
+                    num_splits=fa3[0],
+                    mode=fa3[1],
                 )
                 return output
             descale_shape = (md.query_start_loc.shape[0] - 1, key_cache.shape[2])
