@@ -77,12 +77,26 @@ def parse_fa3(raw: str | None) -> tuple[int, str] | None:
 
 
 def fa3_available() -> bool:
-    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4)."""
+    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4) and
+    take the arguments :func:`_fa3_pass` gives them (written against vLLM 0.26's op: 37, ``seqused_q`` 11th)."""
     try:
         from vllm.vllm_flash_attn import flash_attn_interface as fai
     except Exception:  # noqa: BLE001 - no vLLM, no FA build: the tiles serve
         return False
-    return bool(getattr(fai, "FA3_AVAILABLE", False))
+    if not getattr(fai, "FA3_AVAILABLE", False):
+        return False
+    try:
+        import torch
+
+        names = [a.name for a in torch.ops._vllm_fa3_C.fwd.default._schema.arguments]
+    except Exception:  # noqa: BLE001 - no schema to read: trust the import
+        return True
+    return fa3_signature_ok(names)
+
+
+def fa3_signature_ok(names: list[str]) -> bool:
+    """The FA3 op's argument names fit :func:`_fa3_pass`'s positional call (another vLLM may have moved them)."""
+    return len(names) >= 37 and (names[10] == "seqused_q" if "seqused_q" in names else True)
 
 
 def _fa3_pass(

@@ -117,3 +117,12 @@ def test_one_flag_for_the_call_is_one_pass(monkeypatch: pytest.MonkeyPatch) -> N
         window_size=(-1, -1), block_table=torch.zeros(1, 1, dtype=torch.int32), softcap=0.0,
     )  # fmt: skip
     assert calls == [(True, None)]
+
+
+def test_fa3_is_not_called_with_an_op_it_does_not_fit() -> None:
+    """The positional call is vLLM 0.26's; an FA3 op whose arguments moved leaves the tiles in charge."""
+    names = ["q", "k", "v", "k_new", "v_new", "q_v", "out", "cu_seqlens_q", "cu_seqlens_k", "cu_seqlens_k_new",
+             "seqused_q", "seqused_k"] + [f"a{i}" for i in range(25)]  # fmt: skip
+    assert vllm_attention.fa3_signature_ok(names)
+    assert not vllm_attention.fa3_signature_ok(names[:30])
+    assert not vllm_attention.fa3_signature_ok(names[:9] + ["extra"] + names[9:])
