@@ -15,8 +15,8 @@ comma list of the pieces to keep, default all):
   ``dgemma_t_min``/``dgemma_t_max`` and ``dgemma_seed`` (per-row noise streams, so a seeded request samples the
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
 * ``softcap`` — the final-logit softcap (tanh, 30) moves into the row kernel: the model hands the sampler the
-  lm_head's bf16 logits instead of a capped fp32 copy, saving a pass that wrote and the kernel then read 1 GB per
-  step at 4 x 256 rows. Steps that go to vLLM's own sampler (logprobs, tensor parallelism) get the capped logits.
+  lm_head's logits uncapped instead of a capped fp32 copy. Steps that go to vLLM's own sampler (logprobs, tensor
+  parallelism) get the capped logits. On the H200 it made no measurable difference (bench/RESULTS.md, session 11).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's

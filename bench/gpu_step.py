@@ -206,8 +206,7 @@ ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against
     512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
           (16, 64, 8, 1), (64, 64, 8, 1)],
 }  # fmt: skip
-# FA3 (splits, mode) tried where FA3 loads (head <= 256): num_splits 0 = FA3's own heuristic; mode: vllm_attention
-FA3_VARIANTS = ((1, "rows"), (0, "rows"), (2, "rows"), (1, "select"))
+FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
 
@@ -232,13 +231,11 @@ def part_attention(attn_env: str = "") -> None:
     has_fa3 = fa3_available()
     emit({"part": "attention", "fa3_available": has_fa3})
     pick: dict[int, tuple] = {}
-    fa3_min_reqs = 1
     for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
         sums: dict[tuple, float] = {}
-        per_batch: dict[int, dict[tuple, float]] = {}
         cands: list[tuple] = list(ATTN_CANDIDATES[head])
         if has_fa3 and head in FA3_HEADS:
-            cands += [("fa3", n, m) for n, m in FA3_VARIANTS]
+            cands += [("fa3", n) for n in FA3_SPLITS]
         for batch in (1, 4):
             canvas, kvlen, bs = 256, 1024 + 256, 16
             per = -(-kvlen // bs)
@@ -271,7 +268,7 @@ def part_attention(attn_env: str = "") -> None:
                 def call(flag, out, cfg=cfg, canvas=canvas, common=common, desc=desc):
                     if cfg[0] == "fa3":
                         fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
-                                             causal=flag, num_splits=cfg[1], mode=cfg[2], **common)  # fmt: skip
+                                             causal=flag, num_splits=cfg[1], **common)  # fmt: skip
                     else:
                         launch_canvas_attention(out=out, sinks=None, tiles=cfg, causal=flag, k_descale=desc,
                                                 v_descale=desc, **common)  # fmt: skip
@@ -294,31 +291,21 @@ def part_attention(attn_env: str = "") -> None:
                     row[key] = f"{type(exc).__name__}: {str(exc)[:100]}"
                     sums[cfg] = float("inf")
             emit(row)
-            per_batch[batch] = {c: row[":".join(map(str, c))] for c in cands
-                                if isinstance(row.get(":".join(map(str, c))), float)}  # fmt: skip
         dflt = sum(r["default_ms"] for r in ROWS if r.get("part") == "attention" and r.get("head") == head
                    and "batch" in r)  # fmt: skip
         good = {c: t for c, t in sums.items() if t < 0.95 * dflt}
         if good:
             pick[head] = min(good, key=good.get)
-        best_tiles = min((c for c in good if c[0] != "fa3"), key=good.get, default=None)
-        if pick.get(head, ("",))[0] == "fa3" and best_tiles is not None:
-            # FA3 overall, but the tiles may still win one canvas (FA3 then starts at 2 requests)
-            one = per_batch.get(1, {})
-            if one.get(best_tiles, float("inf")) < one.get(pick[head], float("inf")):
-                fa3_min_reqs = 2
-                pick[-head] = best_tiles
         emit({"part": "attention", "head": head, "pick": ":".join(map(str, pick.get(head, ()))) or "default",
               "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
               "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()}})  # fmt: skip
     if attn_env:
-        tiles = {abs(h): c for h, c in pick.items() if c[0] != "fa3"}
+        tiles = {h: c for h, c in pick.items() if c[0] != "fa3"}
         fa3 = [c for c in pick.values() if c[0] == "fa3"]
         spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
         lines = f"export DGEMMA_ATTN_TILES={spec}\n"
         # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
-        lines += f"export DGEMMA_ATTN_FA3={f'{fa3[0][1]}:{fa3[0][2]}' if fa3 else 'off'}\n"
-        lines += f"export DGEMMA_ATTN_FA3_MIN_REQS={fa3_min_reqs}\n"
+        lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
         Path(attn_env).write_text(lines)
 
 

@@ -71,9 +71,8 @@ def vllm_reference(q, k, v, cu, seq_lens, block_table, scale, causal, window_lef
     return out
 
 
-@pytest.mark.parametrize("mode", ["rows", "select"])
 @pytest.mark.parametrize("window_left", [-1, 5])
-def test_each_request_gets_its_own_causal_flag(monkeypatch: pytest.MonkeyPatch, mode: str, window_left: int) -> None:
+def test_each_request_gets_its_own_causal_flag(monkeypatch: pytest.MonkeyPatch, window_left: int) -> None:
     """A commit (causal) beside two canvases (bidirectional), with a sliding window narrower than the context:
     every row matches vLLM's masking, and rows of padded (empty) requests are left alone."""
     monkeypatch.setattr(vllm_attention, "_fa3_pass", fake_fa3_pass)
@@ -91,7 +90,6 @@ def test_each_request_gets_its_own_causal_flag(monkeypatch: pytest.MonkeyPatch, 
     vllm_attention.fa3_canvas_attention(
         q=q, k=k, v=v, out=out, cu_seqlens_q=cu, max_seqlen_q=6, seqused_k=seq_lens, max_seqlen_k=64,
         softmax_scale=HEAD**-0.5, causal=causal, window_size=(window_left, 0), block_table=block_table, softcap=0.0,
-        mode=mode,
     )  # fmt: skip
     ref = vllm_reference(q, k, v, cu, seq_lens, block_table, HEAD**-0.5, causal, window_left)
     n = int(cu[-1])

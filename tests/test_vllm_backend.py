@@ -212,12 +212,16 @@ def test_attention_tiles_parse_and_stay_off_on_native_vllm() -> None:
 
 
 def test_fa3_switch() -> None:
-    """``DGEMMA_ATTN_FA3``: on by default (one split, row-restricted passes), off, or FA3's split count and mode;
-    anything else is refused."""
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_FA3_SPLITS, parse_fa3
+    """``DGEMMA_ATTN_FA3``: on by default (one split), off, or FA3's split count; ``DGEMMA_ATTN_FA3_MIN_REQS``: a
+    whole number from 1; anything else is refused with the variable's name."""
+    from dgemma_lsp.backend.vllm_attention import DEFAULT_FA3_SPLITS, parse_fa3, parse_min_reqs
 
-    assert parse_fa3(None) == parse_fa3("on") == (DEFAULT_FA3_SPLITS, "rows")
-    assert parse_fa3("off") is None and parse_fa3("0") == (0, "rows") and parse_fa3(" 2:select ") == (2, "select")
-    for bad in ("fast", "1:both"):
+    assert parse_fa3(None) == parse_fa3("on") == DEFAULT_FA3_SPLITS
+    assert parse_fa3("off") is None and parse_fa3("0") == 0 and parse_fa3(" 2 ") == 2
+    for bad in ("fast", "1:rows"):
         with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3"):
             parse_fa3(bad)
+    assert parse_min_reqs(None) == parse_min_reqs("") == 1 and parse_min_reqs("2") == 2
+    for bad in ("0", "two"):
+        with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_MIN_REQS"):
+            parse_min_reqs(bad)
