@@ -48,9 +48,10 @@
 #   run C11: carry .kit3 .kit4/fa3.xz.ac   command: bash tests/gpu/run_device.sh C11   (install vLLM and FA3; the
 #            attention sweep with FA3 candidates; the tiny vLLM tests and ours (steps b1 / b4 / 8k) on the defaults)
 #   run D11: carry nothing command: bash tests/gpu/run_device.sh D11 (native, session 8's plugin, ours, suggestions)
+#   or, after A11 and B11, V11 (carry .kit3 .kit4/fa3.xz.ac): install vLLM and FA3, then the tiny vLLM tests alone
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -255,6 +256,12 @@ C11)  # session 11 (after A11 and B11): install vLLM and FA3; sweep (tiles and F
   left=$(( 585 - ($(date +%s) - T0) ))
   [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours}" \
     --job-timeouts "ours=$((left - 5))" --out "$OUT/gpu_step.jsonl"
+  ;;
+V11)  # after A11 and B11 (carry .kit3 .kit4/fa3.xz.ac): install vLLM and FA3; the tiny vLLM tests alone
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout "${V11_BUDGET:-300}" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
 D11)  # while warm after C11: native vLLM, session 8's plugin (no FA3, softcap outside the kernel), suggestions
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
