@@ -81,6 +81,33 @@ def parse_min_reqs(raw: str | None) -> int:
     return int(val)
 
 
+WIDE_ENV = "DGEMMA_ATTN_WIDE"
+# our own kernel for head 512 (backend/kernels/wide_attention.py): block_m rows (queries x the KV head's query heads),
+# block_n keys, d_split programs over the output columns, warps, stages
+DEFAULT_WIDE: tuple[int, int, int, int, int] = (64, 32, 2, 8, 2)
+WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
+
+
+def parse_wide(raw: str | None) -> tuple[int, int, int, int, int] | None:
+    """``DGEMMA_ATTN_WIDE``: unset / ``on`` -> :data:`DEFAULT_WIDE`; ``off`` -> None (the tiles serve head 512);
+    ``block_m:block_n:d_split:warps:stages`` (powers of two, e.g. ``64:32:2:8:2``)."""
+    val = (raw or "").strip().lower()
+    if val in ("", "on", "auto"):
+        return DEFAULT_WIDE
+    if val in ("off", "none", "no", "false", "0"):
+        return None
+    parts = val.split(":")
+    if len(parts) != 5 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise ValueError(
+            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages (e.g. 64:32:2:8:2)"
+        )
+    block_m, block_n, d_split, warps, stages = (int(p) for p in parts)
+    for name, v in (("block_m", block_m), ("block_n", block_n), ("d_split", d_split), ("warps", warps)):
+        if v & (v - 1):
+            raise ValueError(f"{WIDE_ENV}: {name} must be a power of two (got {v} in {raw!r})")
+    return block_m, block_n, d_split, warps, stages
+
+
 def fa3_available() -> bool:
     """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4) and
     take the arguments :func:`_fa3_pass` gives them (written against vLLM 0.26's op: 37, ``seqused_q`` 11th)."""
@@ -149,6 +176,7 @@ def fa3_canvas_attention(
     block_table: Any,
     softcap: float,
     num_splits: int = DEFAULT_FA3_SPLITS,
+    rows: tuple[Any, Any] | None = None,
 ) -> None:
     """vLLM's FA3 over the paged KV cache with vLLM's TRITON_ATTN masking: a causal request sees keys up to its query
     row (and ``window_size[0]`` back), a bidirectional one every key of its sequence within ``window_size[0]`` either
@@ -169,11 +197,19 @@ def fa3_canvas_attention(
     if isinstance(causal, bool):
         run(causal, out)
         return
+    bidir_rows, causal_rows = rows if rows is not None else fa3_rows(cu_seqlens_q, causal)
+    run(False, out, bidir_rows)
+    run(True, out, causal_rows)
+
+
+def fa3_rows(cu_seqlens_q: Any, causal: Any) -> tuple[Any, Any]:
+    """Per request, the query rows of the bidirectional pass and of the causal pass (FA3's ``seqused_q``): four small
+    kernels, so a step computes them once for all its layers (``DGemmaTritonAttentionImpl`` keeps them on the step's
+    attention metadata) rather than once per layer."""
     num_seqs = causal.shape[0]
     qlen = cu_seqlens_q[1 : num_seqs + 1] - cu_seqlens_q[:num_seqs]
-    rows_causal = qlen * causal.to(qlen.dtype)
-    run(False, out, qlen - rows_causal)
-    run(True, out, rows_causal)
+    causal_rows = qlen * causal.to(qlen.dtype)
+    return qlen - causal_rows, causal_rows
 
 
 def launch_canvas_attention(
@@ -304,14 +340,17 @@ def __getattr__(name: str) -> Any:
 
 def _build_classes() -> dict[str, Any]:
     import torch
+    from vllm.logger import init_logger
     from vllm.platforms import current_platform
     from vllm.utils.torch_utils import is_quantized_kv_cache
     from vllm.v1.attention.backend import AttentionType
     from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
 
+    logger = init_logger(__name__)
     tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
     fa3 = parse_fa3(os.environ.get(FA3_ENV))
     fa3_min_reqs = parse_min_reqs(os.environ.get(FA3_MIN_REQS_ENV))
+    wide = parse_wide(os.environ.get(WIDE_ENV))
     # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
     own_tuning = current_platform.is_device_capability_family(100)
     # FA3 is Hopper's (capability 9.x)
@@ -322,6 +361,9 @@ def _build_classes() -> dict[str, Any]:
             super().__init__(*args, **kwargs)
             self._tiles = None if own_tuning else tiles_by_head.get(self.head_size)
             self._fa3 = fa3_ok and self.head_size in FA3_HEADS and self.sinks is None
+            # the wide kernel has no window, softcap or sinks: layers with any of them keep the tiles
+            plain = self.sinks is None and tuple(self.sliding_window) == (-1, -1) and not self.logits_soft_cap
+            self._wide = wide if (not own_tuning and self.head_size in WIDE_HEADS and plain) else None
 
         def forward(
             self,
@@ -337,7 +379,7 @@ def _build_classes() -> dict[str, Any]:
         ) -> torch.Tensor:
             md = attn_metadata
             ours = (
-                (self._tiles is not None or self._fa3)
+                (self._tiles is not None or self._fa3 or self._wide is not None)
                 and md is not None
                 and md.max_query_len > 1  # canvas-shaped; decode-shaped calls keep vLLM's split-KV path
                 and output_scale is None
@@ -357,6 +399,18 @@ def _build_classes() -> dict[str, Any]:
             n = md.num_actual_tokens
             key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
             if self._fa3 and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
+                rows = None
+                if not isinstance(md.causal, bool):
+                    # one metadata object per step and KV group, shared by its layers (25 sliding layers in the
+                    # 26B): the pass rows once per step, checked against the flags they came from
+                    kept = getattr(md, "_dgemma_fa3_rows", None)
+                    if kept is None or kept[0] is not md.causal or kept[1] is not md.query_start_loc:
+                        kept = (md.causal, md.query_start_loc, fa3_rows(md.query_start_loc, md.causal))
+                        try:
+                            md._dgemma_fa3_rows = kept
+                        except AttributeError:  # a metadata class with slots: computed per layer
+                            pass
+                    rows = kept[2]
                 fa3_canvas_attention(
                     q=query[:n],
                     k=key_cache,
@@ -372,8 +426,38 @@ def _build_classes() -> dict[str, Any]:
                     block_table=md.block_table,
                     softcap=self.logits_soft_cap,
                     num_splits=fa3,
+                    rows=rows,
                 )
                 return output
+            if self._wide is not None:
+                from .kernels.wide_attention import wide_attention
+
+                block_m, block_n, d_split, warps, stages = self._wide
+                try:
+                    wide_attention(
+                        q=query[:n],
+                        k=key_cache,
+                        v=value_cache,
+                        out=output[:n],
+                        cu_seqlens_q=md.query_start_loc,
+                        seqused_k=md.seq_lens,
+                        softmax_scale=self.scale,
+                        causal=md.causal,
+                        block_table=md.block_table,
+                        block_m=block_m,
+                        block_n=block_n,
+                        d_split=d_split,
+                        num_warps=warps,
+                        num_stages=stages,
+                    )
+                except Exception as exc:  # noqa: BLE001 - e.g. a Triton build that cannot compile it
+                    logger.warning("dgemma: head-%d attention kernel failed (%s): tiles or vLLM's launch take over",
+                                   self.head_size, exc)  # fmt: skip
+                    self._wide = None
+                else:
+                    return output
+            if self._tiles is None:  # FA3 or the wide kernel was configured, and this call is not theirs
+                return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
             descale_shape = (md.query_start_loc.shape[0] - 1, key_cache.shape[2])
             launch_canvas_attention(
                 q=query[:n],

@@ -206,6 +206,11 @@ ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against
     512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
           (16, 64, 8, 1), (64, 64, 8, 1)],
 }  # fmt: skip
+WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py): (block_m, block_n, d_split, warps, stages)
+    (64, 32, 2, 8, 2), (128, 32, 2, 8, 1), (128, 32, 2, 8, 2), (128, 64, 2, 8, 1), (128, 32, 4, 8, 2),
+    (64, 32, 4, 4, 2), (64, 32, 4, 8, 2), (64, 64, 4, 8, 2),
+]  # fmt: skip
+# (shared memory on sm_90: all <= 224 KB; 64:64:2:*:2 and 128:64:2:8:2 would need 256-320 KB)
 FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
@@ -220,8 +225,10 @@ def part_attention(attn_env: str = "") -> None:
     import triton.testing as tt
     from vllm.v1.attention.ops.triton_unified_attention import unified_attention
 
+    from dgemma_lsp.backend.kernels.wide_attention import wide_attention
     from dgemma_lsp.backend.vllm_attention import (
         FA3_HEADS,
+        WIDE_HEADS,
         fa3_available,
         fa3_canvas_attention,
         launch_canvas_attention,
@@ -236,6 +243,8 @@ def part_attention(attn_env: str = "") -> None:
         cands: list[tuple] = list(ATTN_CANDIDATES[head])
         if has_fa3 and head in FA3_HEADS:
             cands += [("fa3", n) for n in FA3_SPLITS]
+        if head in WIDE_HEADS:
+            cands += [("wide", *c) for c in WIDE_CANDIDATES]
         for batch in (1, 4):
             canvas, kvlen, bs = 256, 1024 + 256, 16
             per = -(-kvlen // bs)
@@ -269,6 +278,12 @@ def part_attention(attn_env: str = "") -> None:
                     if cfg[0] == "fa3":
                         fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
                                              causal=flag, num_splits=cfg[1], **common)  # fmt: skip
+                    elif cfg[0] == "wide":
+                        wide_attention(q=common["q"], k=common["k"], v=common["v"], out=out,
+                                       cu_seqlens_q=common["cu_seqlens_q"], seqused_k=common["seqused_k"],
+                                       softmax_scale=common["softmax_scale"], causal=flag,
+                                       block_table=common["block_table"], block_m=cfg[1], block_n=cfg[2],
+                                       d_split=cfg[3], num_warps=cfg[4], num_stages=cfg[5])  # fmt: skip
                     else:
                         launch_canvas_attention(out=out, sinks=None, tiles=cfg, causal=flag, k_descale=desc,
                                                 v_descale=desc, **common)  # fmt: skip
@@ -300,12 +315,15 @@ def part_attention(attn_env: str = "") -> None:
               "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
               "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()}})  # fmt: skip
     if attn_env:
-        tiles = {h: c for h, c in pick.items() if c[0] != "fa3"}
+        tiles = {h: c for h, c in pick.items() if c[0] not in ("fa3", "wide")}
         fa3 = [c for c in pick.values() if c[0] == "fa3"]
+        wide = [c for c in pick.values() if c[0] == "wide"]
         spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
         lines = f"export DGEMMA_ATTN_TILES={spec}\n"
         # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
         lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
+        # the head-512 kernel where it beat the tiles and vLLM's launch, else off (the tiles serve head 512)
+        lines += f"export DGEMMA_ATTN_WIDE={':'.join(map(str, wide[0][1:])) if wide else 'off'}\n"
         Path(attn_env).write_text(lines)
 
 
@@ -519,7 +537,14 @@ def summarize_trace(trace: dict, n_steps: int) -> dict:
     span = 0.0
     if kern:
         span = (max(e["ts"] + e.get("dur", 0) for e in kern) - min(e["ts"] for e in kern)) / 1e3
+    launches: dict[str, int] = {}
+    for e in kern:
+        launches[kernel_category(e["name"])] = launches.get(kernel_category(e["name"]), 0) + 1
     return {
+        "launches_per_step": round(len(kern) / n_steps, 1),
+        "launches_by_cat_per_step": {
+            k: round(v / n_steps, 1) for k, v in sorted(launches.items(), key=lambda kv: -kv[1])
+        },
         "gpu_ms_per_step": round(sum(by_cat.values()) / n_steps, 3),
         "gpu_span_ms_per_step": round(span / n_steps, 3),
         "by_cat_ms_per_step": {k: round(v / n_steps, 3) for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])},

@@ -225,3 +225,16 @@ def test_fa3_switch() -> None:
     for bad in ("0", "two"):
         with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_MIN_REQS"):
             parse_min_reqs(bad)
+
+
+def test_wide_attention_switch() -> None:
+    """``DGEMMA_ATTN_WIDE``: the head-512 kernel on by default with its tiles, off, or explicit tiles; a malformed
+    value is refused with the variable's name, not an IndexError deep in a launch."""
+    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, parse_wide
+
+    assert parse_wide(None) == parse_wide("on") == DEFAULT_WIDE
+    assert parse_wide("off") is None and parse_wide("0") is None
+    assert parse_wide("128:32:4:8:3") == (128, 32, 4, 8, 3)
+    for bad in ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2"):
+        with pytest.raises(ValueError, match="DGEMMA_ATTN_WIDE"):
+            parse_wide(bad)

@@ -49,10 +49,22 @@ if HAVE_TRITON:
         h = h ^ (h >> 16)
         return h
 
-    def _uniform_fn(key, offs):
-        # uniform in (0, 1), never 0 or 1: 24 hashed bits of (key, vocabulary index)
-        h = _mix32(offs.to(tl.uint32) * 0x9E3779B9 + key)
-        return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+    def _lg2_fast_fn(x):
+        # the hardware log2 (MUFU): tl.log / tl.log2 compile to libdevice's ~30-instruction logf, and the row kernel
+        # is instruction-bound (session 12: ~130 instructions per vocabulary entry). Absolute error <= 2^-22 on
+        # [0.5, 2], 2 ulp elsewhere: callers keep it away from log(u) near 1 (see _gumbel2).
+        return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
+                                         pack=1)  # fmt: skip
+
+    def _lg2_exact_fn(x):
+        return tl.log2(x)
+
+    def _gumbel2_fn(u, w):
+        # -log2(-log2(u)) up to a constant, i.e. Gumbel noise in log2 units (argmax-equivalent to -ln(-ln u) on
+        # logits in log2 units). w = 1 - u: near u = 1, where the Gumbel value is large (the sample's winners) and
+        # log2(u) loses its relative accuracy, -log2(u) comes from the series w + w^2/2 (error < w^3, w < 2^-10)
+        e = tl.where(w < 0.0009765625, w * (1.0 + 0.5 * w) * 1.4426950408889634, -_lg2(u))
+        return -_lg2(e)
 
     def _row_kernel(
         logits_ptr,
@@ -79,70 +91,92 @@ if HAVE_TRITON:
         WRITE_PROBS: tl.constexpr,
         SOFTCAP: tl.constexpr,
         SPLIT: tl.constexpr,
+        EVEN: tl.constexpr,
         BLOCK_V: tl.constexpr,
     ):
+        # Everything runs in log2 units (x2 = x / temp * log2(e)): exp2 is one hardware instruction, exp is two,
+        # and one multiply by a per-row constant replaces a division per entry. Entropy and log-sum-exp go back to
+        # nats once per row.
         row = tl.program_id(0).to(tl.int64)
         sid = tl.program_id(1)
         lo = sid * chunk  # SPLIT: this program covers vocabulary [lo, hi) and writes partial sums to part_ptr
         hi = tl.minimum(lo + chunk, V)
         temp = tl.load(temp_ptr + row)
+        inv_t = 1.0 / temp
+        c2 = inv_t * 1.4426950408889634
+        cap_k = 2.8853900817779268 / softcap  # 2 log2(e) / softcap: tanh via exp2
         base = logits_ptr + row * stride_l
         if ROW_SEEDS:
             key = _mix32(tl.load(seeds_ptr + row).to(tl.uint32) + 0x632BE5AB)
         else:
             key = _mix32(_mix32(row.to(tl.uint32) + 0x632BE5AB) ^ seed.to(tl.uint32))
         # Per-lane running state, reduced across lanes once after the loop: a reduction per block (the first
-        # version) made the loop latency-bound (~1.4 ms for 256 x 262144 on the H200).
-        m = tl.full((BLOCK_V,), float("-inf"), tl.float32)  # running max of the lane
-        s = tl.zeros((BLOCK_V,), tl.float32)  # sum e^(x - m)
-        t = tl.zeros((BLOCK_V,), tl.float32)  # sum e^(x - m) (x - m)
+        # version) made the loop latency-bound (~1.4 ms for 256 x 262144 on the H200). Finite sentinels instead of
+        # -inf keep the one-exp entropy update free of NaN guards: the running max starts at -1e30 and masked or
+        # -inf entries sit at -3e30, so they weigh exp2(-2e30) = 0.
+        m = tl.full((BLOCK_V,), -1.0e30, tl.float32)  # running max of the lane (log2 units)
+        s = tl.zeros((BLOCK_V,), tl.float32)  # sum 2^(x2 - m)
+        t = tl.zeros((BLOCK_V,), tl.float32)  # sum 2^(x2 - m) (x2 - m)
         best = tl.full((BLOCK_V,), float("-inf"), tl.float32)
         best_i = tl.zeros((BLOCK_V,), tl.int32)
         gbest = tl.full((BLOCK_V,), float("-inf"), tl.float32)
         gbest_i = tl.zeros((BLOCK_V,), tl.int32)
         for start in range(lo, hi, BLOCK_V):
             offs = start + tl.arange(0, BLOCK_V)
-            valid = offs < hi
-            x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
+            if EVEN:
+                x = tl.load(base + offs).to(tl.float32)
+            else:
+                valid = offs < hi
+                x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
             if SOFTCAP:
-                # tanh via exp: tl has no tanh on every backend
-                z = x / softcap
-                x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
-            x = x / temp
+                # softcap * tanh(x / softcap) = softcap * (1 - 2 / (e^(2x/softcap) + 1)), folded into the scale
+                x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+            else:
+                x2 = x * c2
             if WRITE_SCALED:
-                tl.store(scaled_ptr + row * stride_s + offs, x.to(scaled_ptr.dtype.element_ty), mask=valid)
-            x = tl.where(valid, x, float("-inf"))
+                if EVEN:
+                    tl.store(
+                        scaled_ptr + row * stride_s + offs, (x2 * 0.6931471805599453).to(scaled_ptr.dtype.element_ty)
+                    )
+                else:
+                    tl.store(scaled_ptr + row * stride_s + offs, (x2 * 0.6931471805599453).to(scaled_ptr.dtype.element_ty),
+                             mask=valid)  # fmt: skip
+            x2 = tl.maximum(x2, -3.0e30)
+            if not EVEN:
+                x2 = tl.where(valid, x2, -3.0e30)
             # argmax: a lane visits increasing indices, so strictly-greater keeps its first maximum
-            take = x > best
+            take = x2 > best
             best_i = tl.where(take, offs, best_i)
-            best = tl.where(take, x, best)
+            best = tl.where(take, x2, best)
             # Gumbel-max sample
             if HAS_NOISE:
-                u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
+                if EVEN:
+                    u = tl.load(noise_ptr + row * stride_n + offs).to(tl.float32)
+                else:
+                    u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
+                w = 1.0 - u  # exact for u >= 0.5, where it matters
             else:
-                u = _uniform(key, offs)
-            g = tl.where(valid, x - tl.log(-tl.log(u)), float("-inf"))
+                hb = (_mix32(offs.to(tl.uint32) * 0x9E3779B9 + key) >> 8).to(tl.float32)  # 24 hashed bits
+                u = hb * 5.960464477539063e-08 + 2.9802322387695312e-08  # (hb + 0.5) / 2^24, never 0 or 1
+                w = (16777215.5 - hb) * 5.960464477539063e-08  # 1 - u, exactly
+            g = x2 + _gumbel2(u, w)
             gtake = g > gbest
             gbest_i = tl.where(gtake, offs, gbest_i)
             gbest = tl.where(gtake, g, gbest)
-            # online entropy per lane with one exp: r = e^(min - max) of the old max and the new value
-            live = x > float("-inf")
-            up = x > m
-            delta = tl.where(live, tl.minimum(m, x) - tl.maximum(m, x), 0.0)
-            r = tl.where(live, tl.exp(delta), 0.0)
-            s_up = s * r + 1.0
-            t_up = tl.where(s > 0, r * (t + s * delta), 0.0)
-            s_dn = s + r
-            t_dn = t + tl.where(r > 0, r * delta, 0.0)
-            s = tl.where(live, tl.where(up, s_up, s_dn), s)
-            t = tl.where(live, tl.where(up, t_up, t_dn), t)
-            m = tl.where(live & up, x, m)
-        # lanes -> row (or this program's chunk of it)
+            # online entropy per lane with one exp2: r = 2^(min - max) of the old max and the new value
+            up = x2 > m
+            delta = tl.minimum(m, x2) - tl.maximum(m, x2)
+            r = tl.exp2(delta)
+            s_new = tl.where(up, s * r + 1.0, s + r)
+            t = tl.where(up, r * (t + s * delta), t + r * delta)
+            s = s_new
+            m = tl.maximum(m, x2)
+        # lanes -> row (or this program's chunk of it), back to nats
         big = tl.max(m, axis=0)
-        w = tl.where(s > 0, tl.exp(m - big), 0.0)
-        t = tl.sum(w * (t + tl.where(s > 0, s * (m - big), 0.0)), axis=0)
-        s = tl.sum(s * w, axis=0)
-        m = big
+        wl = tl.exp2(m - big)
+        t = tl.sum(wl * (t + s * (m - big)), axis=0) * 0.6931471805599453
+        s = tl.sum(s * wl, axis=0)
+        m = big * 0.6931471805599453
         bm = tl.max(best, axis=0)
         best_i = tl.min(tl.where(best == bm, best_i, 2147483647), axis=0)
         best = bm
@@ -164,16 +198,23 @@ if HAVE_TRITON:
             tl.store(entropy_ptr + row, tl.log(s) - t / s)
         if WRITE_PROBS and not SPLIT:
             # second pass: softmax(scaled) in the self-conditioning dtype (vLLM multiplies it by the embedding)
-            lse = m + tl.log(s)
+            lse2 = big + tl.log2(s)
             for start in range(0, V, BLOCK_V):
                 offs = start + tl.arange(0, BLOCK_V)
-                valid = offs < V
-                x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
+                if EVEN:
+                    x = tl.load(base + offs).to(tl.float32)
+                else:
+                    valid = offs < V
+                    x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
                 if SOFTCAP:
-                    z = x / softcap
-                    x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
-                p = tl.exp(x / temp - lse)
-                tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
+                    x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+                else:
+                    x2 = x * c2
+                p = tl.exp2(x2 - lse2).to(probs_ptr.dtype.element_ty)
+                if EVEN:
+                    tl.store(probs_ptr + row * stride_p + offs, p)
+                else:
+                    tl.store(probs_ptr + row * stride_p + offs, p, mask=valid)
 
     def _probs_kernel(
         logits_ptr,
@@ -188,20 +229,22 @@ if HAVE_TRITON:
         SOFTCAP: tl.constexpr,
         BLOCK_V: tl.constexpr,
     ):
-        # softmax(scaled) for the split row kernel, once the row's log-sum-exp is known
+        # softmax(scaled) for the split row kernel, once the row's log-sum-exp (nats) is known
         row = tl.program_id(0).to(tl.int64)
         lo = tl.program_id(1) * chunk
         hi = tl.minimum(lo + chunk, V)
-        temp = tl.load(temp_ptr + row)
-        lse = tl.load(lse_ptr + row)
+        c2 = 1.4426950408889634 / tl.load(temp_ptr + row)
+        cap_k = 2.8853900817779268 / softcap
+        lse2 = tl.load(lse_ptr + row) * 1.4426950408889634
         for start in range(lo, hi, BLOCK_V):
             offs = start + tl.arange(0, BLOCK_V)
             valid = offs < hi
             x = tl.load(logits_ptr + row * stride_l + offs, mask=valid, other=0.0).to(tl.float32)
             if SOFTCAP:
-                z = x / softcap
-                x = softcap * (1.0 - 2.0 / (tl.exp(2.0 * z) + 1.0))
-            p = tl.exp(x / temp - lse)
+                x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+            else:
+                x2 = x * c2
+            p = tl.exp2(x2 - lse2)
             tl.store(probs_ptr + row * stride_p + offs, p.to(probs_ptr.dtype.element_ty), mask=valid)
 
     def _accept_kernel(
@@ -293,7 +336,7 @@ def _combine_partials(part: torch.Tensor, argmax: torch.Tensor, sample: torch.Te
 
 
 _JITTED: dict[bool, tuple] = {}
-_mix32 = _uniform = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
+_mix32 = _lg2 = _gumbel2 = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
 
 
 def _kernels() -> tuple:
@@ -303,7 +346,9 @@ def _kernels() -> tuple:
     mode = os.environ.get("TRITON_INTERPRET") == "1"
     if mode not in _JITTED:
         # the row kernel calls these by their global names: jitted in the same mode as the kernels
-        globals().update(_mix32=triton.jit(_mix32_fn), _uniform=triton.jit(_uniform_fn))
+        # the hardware log2 is inline PTX: the interpreter (CPU tests) gets tl.log2, the reference's precision
+        lg2 = _lg2_exact_fn if mode else _lg2_fast_fn
+        globals().update(_mix32=triton.jit(_mix32_fn), _lg2=triton.jit(lg2), _gumbel2=triton.jit(_gumbel2_fn))
         _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel), triton.jit(_probs_kernel))
     return _JITTED[mode]
 
@@ -430,6 +475,7 @@ def denoise_step(
             WRITE_PROBS=probs is not None,
             SOFTCAP=bool(softcap),
             SPLIT=splits > 1,
+            EVEN=v % bv == 0 and chunk % bv == 0,
             BLOCK_V=bv,
             num_warps=8,
         )

@@ -49,9 +49,18 @@
 #            attention sweep with FA3 candidates; the tiny vLLM tests and ours (steps b1 / b4 / 8k) on the defaults)
 #   run D11: carry nothing command: bash tests/gpu/run_device.sh D11 (native, session 8's plugin, ours, suggestions)
 #   or, after A11 and B11, V11 (carry .kit3 .kit4/fa3.xz.ac): install vLLM and FA3, then the tiny vLLM tests alone
+# Session 12, issue 4 (the row kernel in log2 units with the hardware log2; our head-512 attention kernel; FA3's pass
+#   rows once per step): kit and FA3 pieces as in session 11, then
+#   run A12: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A12   (stage; GPU parity of the row
+#            kernel and the head-512 kernel; the sampling-part timings)
+#   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
+#   run C12: carry .kit3 .kit4/fa3.xz.ac   command: bash tests/gpu/run_device.sh C12   (install vLLM and FA3; the
+#            attention sweep with the head-512 kernel's candidates, its pick to /tmp/attn.env; the tiny vLLM tests;
+#            ours (steps b1 / b4 / 8k) with the pick)
+#   run D12: carry nothing command: bash tests/gpu/run_device.sh D12 (native, ours with the pick, the profile, suggestions)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -267,6 +276,33 @@ D11)  # while warm after C11: native vLLM, session 8's plugin (no FA3, softcap o
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours_s8,suggest32}" \
     --job-timeouts "${JOB_TIMEOUTS:-native=200,ours_s8=120,suggest32=150}" --out "$OUT/gpu_step.jsonl"
+  ;;
+A12)
+  bash .kit1/stage.sh; fa3_stage
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py
+  timeout 150 python3 bench/gpu_step.py --parts kernels --kernel-dtypes bf16 --out "$OUT/gpu_step.jsonl"
+  ;;
+B12)
+  bash .kit2/stage.sh; fa3_stage
+  ;;
+C12)  # session 12 (after A12 and B12): install vLLM and FA3; sweep (tiles, FA3, the head-512 kernel: its pick is
+      # used from here on, /tmp/attn.env); tiny vLLM tests; our steps
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 200 python3 bench/gpu_step.py --parts attention --attn-env /tmp/attn.env --out "$OUT/gpu_step.jsonl"
+  grep WIDE /tmp/attn.env > /tmp/wide.env; . /tmp/wide.env; env | grep DGEMMA_ATTN
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours}" \
+    --job-timeouts "ours=$((left - 5))" --out "$OUT/gpu_step.jsonl"
+  ;;
+D12)  # while warm after C12, with C12's head-512 pick: native vLLM, ours, the profile, suggestions
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  [ -f /tmp/wide.env ] && . /tmp/wide.env; env | grep DGEMMA_ATTN
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours,profile,suggest32}" \
+    --job-timeouts "${JOB_TIMEOUTS:-native=190,ours=100,profile=100,suggest32=150}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
