@@ -105,6 +105,7 @@ if HAVE_TRITON:
         inv_t = 1.0 / temp
         c2 = inv_t * 1.4426950408889634
         cap_k = 2.8853900817779268 / softcap  # 2 log2(e) / softcap: tanh via exp2
+        cap_c2 = softcap * c2
         base = logits_ptr + row * stride_l
         if ROW_SEEDS:
             key = _mix32(tl.load(seeds_ptr + row).to(tl.uint32) + 0x632BE5AB)
@@ -129,8 +130,9 @@ if HAVE_TRITON:
                 valid = offs < hi
                 x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
             if SOFTCAP:
-                # softcap * tanh(x / softcap) = softcap * (1 - 2 / (e^(2x/softcap) + 1)), folded into the scale
-                x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+                # softcap * tanh(x / softcap) = softcap * (1 - 2 / (e^(2x/softcap) + 1)); tanh saturates to 1 on
+                # the same fp32 grid as the reference's (ties among capped logits then agree), hence 1 - ... first
+                x2 = (1.0 - 2.0 / (tl.exp2(x * cap_k) + 1.0)) * cap_c2
             else:
                 x2 = x * c2
             if WRITE_SCALED:
@@ -207,7 +209,7 @@ if HAVE_TRITON:
                     valid = offs < V
                     x = tl.load(base + offs, mask=valid, other=0.0).to(tl.float32)
                 if SOFTCAP:
-                    x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+                    x2 = (1.0 - 2.0 / (tl.exp2(x * cap_k) + 1.0)) * cap_c2
                 else:
                     x2 = x * c2
                 p = tl.exp2(x2 - lse2).to(probs_ptr.dtype.element_ty)
@@ -235,13 +237,14 @@ if HAVE_TRITON:
         hi = tl.minimum(lo + chunk, V)
         c2 = 1.4426950408889634 / tl.load(temp_ptr + row)
         cap_k = 2.8853900817779268 / softcap
+        cap_c2 = softcap * c2
         lse2 = tl.load(lse_ptr + row) * 1.4426950408889634
         for start in range(lo, hi, BLOCK_V):
             offs = start + tl.arange(0, BLOCK_V)
             valid = offs < hi
             x = tl.load(logits_ptr + row * stride_l + offs, mask=valid, other=0.0).to(tl.float32)
             if SOFTCAP:
-                x2 = (softcap - (2.0 * softcap) / (tl.exp2(x * cap_k) + 1.0)) * c2
+                x2 = (1.0 - 2.0 / (tl.exp2(x * cap_k) + 1.0)) * cap_c2
             else:
                 x2 = x * c2
             p = tl.exp2(x2 - lse2)
