@@ -509,7 +509,7 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
     ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_combine")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
-    ("attention", ("attn", "attention", "unified", "paged", "flash")),
+    ("attention", ("attn", "attention", "unified", "paged", "flash", "_wide_")),  # _wide_: our head-512 kernel
     ("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "sm90", "sm80", "ampere", "matmul", "splitk")),
     ("copy", ("memcpy", "memset", "copy", "Memcpy", "Memset", "fill", "index", "scatter", "gather")),
     ("fused_elementwise", ("triton_",)),
