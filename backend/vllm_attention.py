@@ -85,28 +85,31 @@ WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # our own kernel for head 512 (backend/kernels/wide_attention.py): block_m rows (queries x the KV head's query heads),
 # block_n keys, d_split programs over the output columns, warps, stages. The default is the H200 sweep's pick (session
 # 12: 0.118 / 0.238 ms per call at 1 / 4 canvases against 0.126 / 0.292 for the best tiles, 0.152 / 0.566 for vLLM)
-DEFAULT_WIDE: tuple[int, int, int, int, int] = (128, 64, 2, 8, 1)
+DEFAULT_WIDE: tuple[int, int, int, int, int, int] = (128, 64, 2, 8, 1, 1)
+# the sixth field: key-range splits per request (0 = enough to fill the GPU's SMs, from static shapes)
 WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
 
 
-def parse_wide(raw: str | None) -> tuple[int, int, int, int, int] | None:
+def parse_wide(raw: str | None) -> tuple[int, int, int, int, int, int] | None:
     """``DGEMMA_ATTN_WIDE``: unset / ``on`` -> :data:`DEFAULT_WIDE`; ``off`` -> None (the tiles serve head 512);
-    ``block_m:block_n:d_split:warps:stages`` (powers of two, e.g. ``64:32:2:8:2``)."""
+    ``block_m:block_n:d_split:warps:stages[:kv_splits]`` (powers of two but stages and kv_splits; kv_splits 0 = fill
+    the GPU, default 1; e.g. ``128:64:2:8:1:0``)."""
     val = (raw or "").strip().lower()
     if val in ("", "on", "auto"):
         return DEFAULT_WIDE
     if val in ("off", "none", "no", "false", "0"):
         return None
     parts = val.split(":")
-    if len(parts) != 5 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+    if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts) or any(int(p) < 1 for p in parts[:5]):
         raise ValueError(
-            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages (e.g. 64:32:2:8:2)"
+            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages[:kv_splits] (e.g. 128:64:2:8:1)"
         )
-    block_m, block_n, d_split, warps, stages = (int(p) for p in parts)
+    block_m, block_n, d_split, warps, stages = (int(p) for p in parts[:5])
+    kv_splits = int(parts[5]) if len(parts) == 6 else 1
     for name, v in (("block_m", block_m), ("block_n", block_n), ("d_split", d_split), ("warps", warps)):
         if v & (v - 1):
             raise ValueError(f"{WIDE_ENV}: {name} must be a power of two (got {v} in {raw!r})")
-    return block_m, block_n, d_split, warps, stages
+    return block_m, block_n, d_split, warps, stages, kv_splits
 
 
 def fa3_available() -> bool:
@@ -433,7 +436,7 @@ def _build_classes() -> dict[str, Any]:
             if self._wide is not None:
                 from .kernels.wide_attention import wide_attention
 
-                block_m, block_n, d_split, warps, stages = self._wide
+                block_m, block_n, d_split, warps, stages, kv_splits = self._wide
                 try:
                     wide_attention(
                         q=query[:n],
@@ -450,6 +453,7 @@ def _build_classes() -> dict[str, Any]:
                         d_split=d_split,
                         num_warps=warps,
                         num_stages=stages,
+                        kv_splits=kv_splits or None,
                     )
                 except Exception as exc:  # noqa: BLE001 - e.g. a Triton build that cannot compile it
                     logger.warning("dgemma: head-%d attention kernel failed (%s): tiles or vLLM's launch take over",

@@ -206,16 +206,17 @@ ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against
     512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
           (16, 64, 8, 1), (64, 64, 8, 1)],
 }  # fmt: skip
-WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py): (block_m, block_n, d_split, warps, stages)
-    (64, 32, 2, 8, 2), (128, 32, 2, 8, 1), (128, 32, 2, 8, 2), (128, 64, 2, 8, 1), (128, 32, 4, 8, 2),
-    (64, 32, 4, 4, 2), (64, 32, 4, 8, 2), (64, 64, 4, 8, 2),
+WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
+    # (block_m, block_n, d_split, warps, stages, kv_splits; 0 = fill the SMs). Session 12's first sweep (C12) ranked
+    # 128:64:2:8:1 first, then 128:32:4:8:2 and 128:32:2:8:2; shared memory on sm_90 ruled out 64:64:2:*:2, 128:64:2:8:2
+    (128, 64, 2, 8, 1, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0), (128, 64, 2, 8, 1, 4),
+    (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
 ]  # fmt: skip
-# (shared memory on sm_90: all <= 224 KB; 64:64:2:*:2 and 128:64:2:8:2 would need 256-320 KB)
 FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
 
-def part_attention(attn_env: str = "") -> None:
+def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
     """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
     unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
     cache, per head size of the 26B-A4B. Timed as the engine calls it: one causal flag per request (a tensor),
@@ -239,6 +240,8 @@ def part_attention(attn_env: str = "") -> None:
     emit({"part": "attention", "fa3_available": has_fa3})
     pick: dict[int, tuple] = {}
     for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
+        if heads and head not in heads:
+            continue
         sums: dict[tuple, float] = {}
         cands: list[tuple] = list(ATTN_CANDIDATES[head])
         if has_fa3 and head in FA3_HEADS:
@@ -283,7 +286,8 @@ def part_attention(attn_env: str = "") -> None:
                                        cu_seqlens_q=common["cu_seqlens_q"], seqused_k=common["seqused_k"],
                                        softmax_scale=common["softmax_scale"], causal=flag,
                                        block_table=common["block_table"], block_m=cfg[1], block_n=cfg[2],
-                                       d_split=cfg[3], num_warps=cfg[4], num_stages=cfg[5])  # fmt: skip
+                                       d_split=cfg[3], num_warps=cfg[4], num_stages=cfg[5],
+                                       kv_splits=cfg[6] or None)  # fmt: skip
                     else:
                         launch_canvas_attention(out=out, sinks=None, tiles=cfg, causal=flag, k_descale=desc,
                                                 v_descale=desc, **common)  # fmt: skip
@@ -549,6 +553,11 @@ def summarize_trace(trace: dict, n_steps: int) -> dict:
         "gpu_span_ms_per_step": round(span / n_steps, 3),
         "by_cat_ms_per_step": {k: round(v / n_steps, 3) for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1])},
         "top": [[n[:90], round(len(d) / n_steps, 1), round(sum(d) / n_steps, 3)] for n, d in top],
+        # the many small launches (per step: count, ms), where a step's small-kernel time goes
+        "most_launched": [
+            [n[:70], round(len(d) / n_steps, 1), round(sum(d) / n_steps, 3)]
+            for n, d in sorted(by_name.items(), key=lambda kv: -len(kv[1]))[:30]
+        ],
     }
 
 
@@ -694,6 +703,7 @@ def main() -> None:
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
     ap.add_argument("--attn-env", default="", help="write the fastest attention tiles as a shell export here")
+    ap.add_argument("--attn-heads", default="", help="sweep only these head sizes (comma separated; default all)")
     ap.add_argument("--kernel-env", default="", help="write the fastest kernel variant as shell exports here")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
@@ -707,7 +717,7 @@ def main() -> None:
     if "kernels" in parts:
         part_kernels(args.kernel_dtypes, args.kernel_env)
     if "attention" in parts:
-        part_attention(args.attn_env)
+        part_attention(args.attn_env, tuple(int(h) for h in args.attn_heads.split(",") if h))
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

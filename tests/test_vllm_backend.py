@@ -234,7 +234,8 @@ def test_wide_attention_switch() -> None:
 
     assert parse_wide(None) == parse_wide("on") == DEFAULT_WIDE
     assert parse_wide("off") is None and parse_wide("0") is None
-    assert parse_wide("128:32:4:8:3") == (128, 32, 4, 8, 3)
-    for bad in ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2"):
+    assert parse_wide("128:32:4:8:3") == (128, 32, 4, 8, 3, 1)
+    assert parse_wide("128:64:2:8:1:0") == (128, 64, 2, 8, 1, 0) and parse_wide("128:64:2:8:1:3")[5] == 3
+    for bad in ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2", "64:64:2:8:1:x", "64:64:2:8:1:1:1"):
         with pytest.raises(ValueError, match="DGEMMA_ATTN_WIDE"):
             parse_wide(bad)

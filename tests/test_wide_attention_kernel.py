@@ -15,6 +15,7 @@ import torch  # noqa: E402
 
 from dgemma_lsp.backend.kernels.wide_attention import (  # noqa: E402
     HAVE_TRITON,
+    auto_kv_splits,
     wide_attention,
     wide_attention_reference,
 )
@@ -150,12 +151,45 @@ def test_many_short_requests_fit_the_static_grid() -> None:
     _check(args, block_m=32, block_n=16, d_split=4)
 
 
+@pytest.mark.parametrize("kv_splits,page", [(2, 8), (3, 32)])  # 3: chunks of no power-of-two size
+def test_key_splits_match_the_reference(kv_splits: int, page: int) -> None:
+    """Split-KV: per-split partials in scratch, merged by the combine kernel; padding rows stay untouched."""
+    args = _case(Q_LENS, CTX_LENS, page=page, causal=[1, 0, 0, 1, 0])
+    _check(args, block_m=16, block_n=16, d_split=2, kv_splits=kv_splits)
+
+
+def test_key_splits_with_causal_rows_that_see_no_key_of_a_split() -> None:
+    """One causal q block of 32 queries over 33 keys, 3 splits of one 16-key tile each: rows 0..12 (positions
+    3..15) see no key of splits 1 and 2, whose partials for them must be neutral (m = -1e30, l = 0, acc = 0)."""
+    args = _case([30], [3], hq=2, hk=2, head=256, page=16, causal=True)
+    one = _check(args, block_m=32, block_n=16, d_split=1).clone()
+    args["out"].fill_(SENTINEL)
+    split = _check(args, block_m=32, block_n=16, d_split=1, kv_splits=3)
+    torch.testing.assert_close(split, one, rtol=1e-5, atol=1e-6)
+
+
+def test_more_key_splits_than_key_tiles() -> None:
+    """Requests of one or two 16-key tiles with 8 splits: most splits get no key at all."""
+    args = _case([2, 3, 1], [1, 20, 0], page=8, causal=[1, 0, 1])
+    _check(args, block_m=16, block_n=16, d_split=2, kv_splits=8)
+
+
+def test_automatic_key_splits() -> None:
+    """kv_splits=None: ceil(SMs / programs) clamped to 1..8, with 4 SMs under the interpreter."""
+    assert [auto_kv_splits(n, torch.device("cpu")) for n in (1, 2, 3, 4, 100)] == [4, 2, 2, 1, 1]
+    # one request, 2 query heads on 1 KV head, block_m 16 (8 queries): 1 + 1 q blocks, d_split 1 -> 2 splits
+    args = _case([5], [27], hq=2, hk=1, head=256, page=16, causal=True, pad_rows=2)
+    _check(args, block_m=16, block_n=16, d_split=1, kv_splits=None)
+
+
 def test_unsupported_shapes_are_refused() -> None:
     args = _case([2], [3], head=512)
     with pytest.raises(ValueError):
         wide_attention(**args, block_m=12)  # not a power of two
     with pytest.raises(ValueError):
         wide_attention(**args, block_m=64, d_split=3)
+    with pytest.raises(ValueError):
+        wide_attention(**args, kv_splits=0)
     small = _case([2], [3], head=128)
     with pytest.raises(ValueError):
         wide_attention(**small)

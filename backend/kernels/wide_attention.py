@@ -19,6 +19,12 @@ vLLM's unified kernel holds a (rows x head) fp32 accumulator, so head 512 forces
 Grid ``(num_tokens // BLOCK_Q + num_seqs, num_kv_heads, D_SPLIT)`` depends on static shapes only (CUDA graphs); a
 program finds its request by a binary search over ``cu_seqlens_q`` in q-block units, as vLLM's kernel does.
 
+Split-KV (``kv_splits`` S > 1, flash-decoding style, for few requests that leave SMs idle): grid axis 2 becomes
+``D_SPLIT * S``; each program takes one of S ``BLOCK_N``-aligned chunks of the keys its q block needs, writes its
+unnormalized fp32 ``acc`` and its running max / sum to scratch (a chunk that is empty, or masked for a row, leaves
+that row's neutral partial m = -1e30, l = 0, acc = 0), and ``_combine_kernel`` (grid tokens x q heads, rows past
+``cu_seqlens_q[-1]`` left alone by a device-side check) merges them. S = 1 compiles to the one-pass kernel.
+
 Semantics: :func:`wide_attention_reference`. Runs on CUDA, and on CPU under ``TRITON_INTERPRET=1`` (how CI tests it).
 """
 
@@ -60,6 +66,9 @@ if HAVE_TRITON:
         k_ptr,
         v_ptr,
         out_ptr,
+        part_acc_ptr,  # KV_SPLITS > 1: fp32 (tokens, q heads, KV_SPLITS, HEAD) unnormalized partial outputs
+        part_m_ptr,  # KV_SPLITS > 1: fp32 (tokens, q heads, KV_SPLITS) running max (base 2 units)
+        part_l_ptr,  # KV_SPLITS > 1: fp32 (tokens, q heads, KV_SPLITS) sum of exp2(s - m)
         cu_q_ptr,
         seqused_ptr,
         causal_ptr,
@@ -88,17 +97,23 @@ if HAVE_TRITON:
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
         PAGE: tl.constexpr,  # KV cache block size
+        KV_SPLITS: tl.constexpr,  # key ranges per request, each its own program (1: no partials, no combine)
     ):
         BLOCK_Q: tl.constexpr = BLOCK_M // PER_KV
         DV: tl.constexpr = HEAD // D_SPLIT
-        # The grid is (q blocks, kv heads, D_SPLIT), but work goes by launch order (x fastest) with the q block
-        # changing slowest: the programs of one request (same keys) run together, so a batch whose cache outgrows
-        # L2 still reads each request's keys from HBM about once.
+        # The grid is (q blocks, kv heads, D_SPLIT * KV_SPLITS), but work goes by launch order (x fastest) with
+        # the q block changing slowest: the programs of one request (same keys) run together, so a batch whose
+        # cache outgrows L2 still reads each request's keys from HBM about once.
         n_heads = tl.num_programs(1)
         lin = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + n_heads * tl.program_id(2))
         d0 = (lin % D_SPLIT) * DV
-        kv_head = (lin // D_SPLIT) % n_heads
-        q_block = lin // (D_SPLIT * n_heads)
+        if KV_SPLITS == 1:
+            kv_head = (lin // D_SPLIT) % n_heads
+            q_block = lin // (D_SPLIT * n_heads)
+        else:
+            split = (lin // D_SPLIT) % KV_SPLITS
+            kv_head = (lin // (D_SPLIT * KV_SPLITS)) % n_heads
+            q_block = lin // (D_SPLIT * KV_SPLITS * n_heads)
 
         seq = _find_seq(cu_q_ptr, q_block, num_seqs, BLOCK_Q)
         q_start = tl.load(cu_q_ptr + seq)
@@ -118,6 +133,15 @@ if HAVE_TRITON:
         kv_end = seq_len
         if causal:
             kv_end = tl.minimum(seq_len, ctx + q_first + BLOCK_Q)
+        if KV_SPLITS == 1:
+            kv_lo = 0
+            kv_hi = kv_end
+        else:
+            # split [0, kv_end) (the keys this block needs) into KV_SPLITS chunks of whole BLOCK_N tiles; a chunk
+            # may be empty (fewer tiles than splits) or masked for some rows: those rows write m = -1e30, l = 0
+            tiles = (tl.cdiv(kv_end, BLOCK_N) + KV_SPLITS - 1) // KV_SPLITS
+            kv_lo = tl.minimum(split * tiles * BLOCK_N, kv_end)
+            kv_hi = tl.minimum(kv_lo + tiles * BLOCK_N, kv_end)
 
         rows = tl.arange(0, BLOCK_M)
         qi = q_first + rows // PER_KV
@@ -146,7 +170,7 @@ if HAVE_TRITON:
         l_sum = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, DV), tl.float32)
         bt_row = bt_ptr + seq.to(tl.int64) * stride_bt
-        for start in range(0, kv_end, BLOCK_N):
+        for start in range(kv_lo, kv_hi, BLOCK_N):
             keys = start + tl.arange(0, BLOCK_N)
             key_ok = keys < kv_end
             if PAGE >= BLOCK_N:
@@ -171,26 +195,69 @@ if HAVE_TRITON:
             acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
             m = m_new
 
-        acc = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
+        if KV_SPLITS == 1:
+            acc = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
+            tl.store(
+                out_ptr + tok[:, None] * stride_ot + head[:, None] * stride_oh + offs_v[None, :] * stride_od,
+                acc.to(out_ptr.dtype.element_ty),
+                mask=row_ok[:, None],
+            )
+        else:
+            # unnormalized partials for _combine_kernel; m and l once per row (every D_SPLIT program has them)
+            part = (tok * (n_heads * PER_KV) + head) * KV_SPLITS + split
+            tl.store(part_acc_ptr + part[:, None] * HEAD + offs_v[None, :], acc, mask=row_ok[:, None])
+            if d0 == 0:
+                tl.store(part_m_ptr + part, m, mask=row_ok)
+                tl.store(part_l_ptr + part, l_sum, mask=row_ok)
+
+    def _combine_kernel(
+        out_ptr,
+        part_acc_ptr,
+        part_m_ptr,
+        part_l_ptr,
+        cu_q_ptr,
+        num_seqs,
+        stride_ot,
+        stride_oh,
+        stride_od,
+        HEAD: tl.constexpr,
+        KV_SPLITS: tl.constexpr,
+        SPLITS_P2: tl.constexpr,  # KV_SPLITS rounded up to a power of two
+    ):
+        # one program per (row, q head) of the static grid (tokens, q heads); rows past the requests stay untouched
+        row = tl.program_id(0)
+        h = tl.program_id(1)
+        if row >= tl.load(cu_q_ptr + num_seqs):
+            return
+        part = (row.to(tl.int64) * tl.num_programs(1) + h) * KV_SPLITS
+        sp = tl.arange(0, SPLITS_P2)
+        sp_ok = sp < KV_SPLITS
+        m = tl.load(part_m_ptr + part + sp, mask=sp_ok, other=float("-inf"))
+        l_sum = tl.load(part_l_ptr + part + sp, mask=sp_ok, other=0.0)
+        offs_d = tl.arange(0, HEAD)
+        acc = tl.load(part_acc_ptr + (part + sp)[:, None] * HEAD + offs_d[None, :], mask=sp_ok[:, None], other=0.0)
+        # neutral partials (m = -1e30, l = 0, acc = 0) weigh 0 unless all are neutral, and then l stays 0
+        w = tl.math.exp2(m - tl.max(m, axis=0))
+        den = tl.sum(w * l_sum, axis=0)
+        res = tl.sum(w[:, None] * acc, axis=0) / tl.where(den > 0, den, 1.0)
         tl.store(
-            out_ptr + tok[:, None] * stride_ot + head[:, None] * stride_oh + offs_v[None, :] * stride_od,
-            acc.to(out_ptr.dtype.element_ty),
-            mask=row_ok[:, None],
+            out_ptr + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d * stride_od,
+            res.to(out_ptr.dtype.element_ty),
         )
 
 
-_JITTED: dict[bool, object] = {}
-_find_seq = None  # the kernel's helper, jitted by _kernel() in the kernel's mode
+_JITTED: dict[bool, tuple] = {}
+_find_seq = None  # the kernel's helper, jitted by _kernels() in the kernel's mode
 
 
-def _kernel():
-    """The jitted kernel for the current mode. triton.jit picks compiled vs interpreted when it wraps a function,
-    so wrapping happens on first use: a process that sets TRITON_INTERPRET=1 before its first launch (the CPU
-    tests) gets the interpreter even if this module was imported earlier."""
+def _kernels():
+    """The jitted kernels (attention, split-KV combine) for the current mode. triton.jit picks compiled vs
+    interpreted when it wraps a function, so wrapping happens on first use: a process that sets TRITON_INTERPRET=1
+    before its first launch (the CPU tests) gets the interpreter even if this module was imported earlier."""
     mode = os.environ.get("TRITON_INTERPRET") == "1"
     if mode not in _JITTED:
         globals().update(_find_seq=triton.jit(_find_seq_fn))  # called by its global name: same mode as the kernel
-        _JITTED[mode] = triton.jit(_wide_kernel)
+        _JITTED[mode] = (triton.jit(_wide_kernel), triton.jit(_combine_kernel))
     return _JITTED[mode]
 
 
@@ -229,6 +296,7 @@ def wide_attention(
     d_split: int = 2,
     num_warps: int = 8,
     num_stages: int = 2,
+    kv_splits: int | None = 1,
 ) -> None:
     """Attention of ``q`` (tokens, q heads, head) over the paged cache ``k``/``v`` (blocks, block size, kv heads,
     head; any strides) into ``out`` (like ``q``). ``cu_seqlens_q`` int32 (requests + 1) query offsets;
@@ -238,7 +306,14 @@ def wide_attention(
 
     Tiles: ``block_m`` rows (``block_m // (q heads / kv heads)`` queries), ``block_n`` keys per step, ``d_split``
     programs over the output columns; all powers of two. The default (64, 32, 2, 8 warps, 2 stages) fits sm_90's
-    shared memory (160 KB); block_n 64 with 2 stages and d_split 2 does not (see the module docstring)."""
+    shared memory (160 KB); block_n 64 with 2 stages and d_split 2 does not (see the module docstring).
+
+    ``kv_splits`` S > 1 (flash-decoding): each program also takes one of S contiguous ``block_n``-aligned
+    ranges of the keys its q block needs and writes an unnormalized fp32 partial (acc, running max, sum) to
+    scratch (``torch.empty``, about ``4 * tokens * q heads * S * (head + 2)`` bytes); a second kernel merges
+    the S partials of each row. More programs for few long requests, at the cost of the scratch round trip.
+    ``None``: S from static shapes, ``ceil(SMs / programs)`` clamped to 1..8 (see :func:`auto_kv_splits`).
+    1 (default): one pass, no scratch."""
     per_kv = _check(q, k, block_m, block_n, d_split)
     if not (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         raise RuntimeError("wide_attention needs CUDA (or TRITON_INTERPRET=1)")
@@ -256,12 +331,28 @@ def wide_attention(
     else:
         mode, flags = int(bool(causal)), seqused_k
     block_q = block_m // per_kv
-    grid = (q.shape[0] // block_q + num_seqs, k.shape[2], d_split)
-    _kernel()[grid](
+    q_blocks = q.shape[0] // block_q + num_seqs
+    if kv_splits is None:
+        kv_splits = auto_kv_splits(q_blocks * k.shape[2] * d_split, q.device)
+    if not 1 <= kv_splits <= 64:
+        raise ValueError(f"kv_splits {kv_splits} must be in 1..64")
+    main, combine = _kernels()
+    if kv_splits > 1:
+        t, hq, d = q.shape
+        part_acc = torch.empty((t, hq, kv_splits, d), dtype=torch.float32, device=q.device)
+        part_m = torch.empty((t, hq, kv_splits), dtype=torch.float32, device=q.device)
+        part_l = torch.empty((t, hq, kv_splits), dtype=torch.float32, device=q.device)
+    else:
+        part_acc = part_m = part_l = out  # unused (KV_SPLITS == 1 compiles the partial stores out)
+    grid = (q_blocks, k.shape[2], d_split * kv_splits)
+    main[grid](
         q,
         k,
         v,
         out,
+        part_acc,
+        part_m,
+        part_l,
         cu_seqlens_q,
         seqused_k,
         flags,
@@ -280,9 +371,44 @@ def wide_attention(
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         PAGE=k.shape[1],
+        KV_SPLITS=kv_splits,
         num_warps=num_warps,
         num_stages=num_stages,
     )
+    if kv_splits > 1 and q.shape[0] > 0:
+        combine[(q.shape[0], q.shape[1])](
+            out,
+            part_acc,
+            part_m,
+            part_l,
+            cu_seqlens_q,
+            num_seqs,
+            *out.stride(),
+            HEAD=q.shape[2],
+            KV_SPLITS=kv_splits,
+            SPLITS_P2=triton.next_power_of_2(kv_splits),
+            num_warps=4,
+        )
+
+
+def auto_kv_splits(programs: int, device: torch.device) -> int:
+    """Key splits that let ``programs`` attention programs (per split) about fill the GPU: ``ceil(SMs /
+    programs)`` clamped to 1..8; 4 SMs under the interpreter. Static shapes only (safe under CUDA graphs)."""
+    device = torch.device(device)
+    if device.type == "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    else:
+        sms = 4
+    return max(1, min(8, -(-sms // max(programs, 1))))
+
+
+_SMS: dict[int, int] = {}
+
+
+def _sm_count(index: int) -> int:
+    if index not in _SMS:
+        _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SMS[index]
 
 
 def wide_attention_reference(
@@ -301,6 +427,7 @@ def wide_attention_reference(
     d_split: int = 2,
     num_warps: int = 8,
     num_stages: int = 2,
+    kv_splits: int | None = 1,
 ) -> torch.Tensor:
     """PyTorch semantics of :func:`wide_attention` (fp32 math, one request at a time, keys gathered through the
     block table); returns a copy of ``out`` with the requests' rows filled. The tile arguments are ignored."""

@@ -58,9 +58,11 @@
 #            attention sweep with the head-512 kernel's candidates, its pick to /tmp/attn.env; the tiny vLLM tests;
 #            ours (steps b1 / b4 / 8k) with the pick)
 #   run D12: carry nothing command: bash tests/gpu/run_device.sh D12 (native, ours with the pick, the profile, suggestions)
+#   second machine: A11, B11, then E12 (carry .kit3 .kit4/fa3.xz.ac: install; the head-512 kernel with split key
+#            ranges: GPU parity, sweep; ours, the profile and native with the pick)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -303,6 +305,19 @@ D12)  # while warm after C12, with C12's head-512 pick: native vLLM, ours, the p
   [ -f /tmp/wide.env ] && . /tmp/wide.env; env | grep DGEMMA_ATTN
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-native,ours,profile,suggest32}" \
     --job-timeouts "${JOB_TIMEOUTS:-native=190,ours=100,profile=100,suggest32=150}" --out "$OUT/gpu_step.jsonl"
+  ;;
+E12)  # session 12, second machine (after A11 and B11): install vLLM and FA3; the head-512 kernel's GPU parity (split
+      # key ranges included) and sweep (its pick to /tmp/wide.env); ours and the profile with the pick; native last
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 120 "${PYT[@]}" tests/gpu/test_gpu_wide_attention.py
+  timeout 150 python3 bench/gpu_step.py --parts attention --attn-heads 512 --attn-env /tmp/attn.env \
+    --out "$OUT/gpu_step.jsonl"
+  grep WIDE /tmp/attn.env > /tmp/wide.env; . /tmp/wide.env; env | grep DGEMMA_ATTN
+  left=$(( 585 - ($(date +%s) - T0) ))
+  [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours,profile,native}" \
+    --job-timeouts "${JOB_TIMEOUTS:-ours=170,profile=70,native=$((left - 250))}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh

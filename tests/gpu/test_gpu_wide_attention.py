@@ -34,16 +34,18 @@ def _case(batch: int, block_size: int, seed: int):
 
 
 @pytest.mark.parametrize("batch,block_size", [(1, 16), (4, 64)])
-@pytest.mark.parametrize("cfg", [(64, 32, 2, 8, 2), (128, 32, 4, 8, 2)])
+@pytest.mark.parametrize(
+    "cfg", [(64, 32, 2, 8, 2, 1), (128, 32, 4, 8, 2, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0)]
+)
 def test_wide_kernel_matches_reference_on_gpu(batch: int, block_size: int, cfg: tuple) -> None:
     from dgemma_lsp.backend.kernels.wide_attention import wide_attention, wide_attention_reference
 
     args = _case(batch, block_size, seed=batch * 100 + block_size)
-    block_m, block_n, d_split, warps, stages = cfg
+    block_m, block_n, d_split, warps, stages, kv_splits = cfg  # kv_splits 0: enough to fill the SMs
     # a commit step (causal) beside denoising canvases (bidirectional), as the engine batches them
     for causal in (False, True, torch.arange(batch, device="cuda") % 2 == 0):
         out = torch.full_like(args["q"], float("nan"))
         wide_attention(out=out, causal=causal, block_m=block_m, block_n=block_n, d_split=d_split,
-                       num_warps=warps, num_stages=stages, **args)  # fmt: skip
+                       num_warps=warps, num_stages=stages, kv_splits=kv_splits or None, **args)  # fmt: skip
         ref = wide_attention_reference(out=torch.zeros_like(out), causal=causal, **args)
         torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=2e-2)
