@@ -661,9 +661,12 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
         ("suggest32", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "32"]),
     ]  # fmt: skip
-    for name, env_extra, cli in jobs:
-        if name not in args.vllm_jobs.split(","):
-            continue
+    by_name = {name: (env_extra, cli) for name, env_extra, cli in jobs}
+    # in the order asked for (session 12's E12 asked ours first and got native first: native then ran out of time)
+    for name in filter(None, args.vllm_jobs.split(",")):
+        if name not in by_name:
+            raise SystemExit(f"--vllm-jobs: unknown job {name!r} (known: {', '.join(by_name)})")
+        env_extra, cli = by_name[name]
         env = dict(os.environ, **env_extra)
         cmd = me + cli + ["--model", str(model), "--out", str(OUT) if OUT else "", "--steps", str(args.steps)]
         t0 = time.monotonic()
