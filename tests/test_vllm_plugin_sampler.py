@@ -9,16 +9,15 @@ the draft tap. The real engine runs it in tests/gpu/ (and it ran the full-size b
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 import types
 from types import SimpleNamespace
 
-# Triton fixes compiled-vs-interpreted when triton.language is first imported: set the mode before that. If
-# something imported triton earlier in this process (compiled mode), this file runs in a fresh process instead.
-_LATE = "triton.language" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
-os.environ["TRITON_INTERPRET"] = "1"
+from interpreter_mode import enter_interpreter_mode, rerun_if_late
+
+# before triton is imported (see tests/interpreter_mode.py)
+_LATE = enter_interpreter_mode()
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -261,14 +260,4 @@ def test_softcap_in_the_kernel_equals_capped_logits(plugin) -> None:
     assert uncapped != capped or not torch.allclose(uncapped_sc, capped_sc, atol=1e-3)
 
 
-if _LATE:  # replace the in-process tests by one run of this file in a fresh interpreter-mode process
-    for _name in [n for n in globals() if n.startswith("test_")]:
-        del globals()[_name]
-
-    def test_this_file_in_a_fresh_interpreter_process() -> None:
-        import subprocess
-
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+rerun_if_late(globals(), __file__, _LATE)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
+from interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-# Triton fixes compiled-vs-interpreted when triton.language is first imported: set the mode before that. If
-# something imported triton earlier in this process (compiled mode), this file runs in a fresh process instead.
-_LATE = "triton.language" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
-os.environ["TRITON_INTERPRET"] = "1"
+# before triton is imported (see tests/interpreter_mode.py)
+_LATE = enter_interpreter_mode()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -192,14 +189,4 @@ def test_unsupported_shapes_are_refused() -> None:
         wide_attention(**small)
 
 
-if _LATE:  # replace the in-process tests by one run of this file in a fresh interpreter-mode process
-    for _name in [n for n in globals() if n.startswith("test_")]:
-        del globals()[_name]
-
-    def test_this_file_in_a_fresh_interpreter_process() -> None:
-        import subprocess
-
-        env = dict(os.environ, TRITON_INTERPRET="1")
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+rerun_if_late(globals(), __file__, _LATE)
