@@ -30,6 +30,13 @@ TILES_ENV = "DGEMMA_ATTN_TILES"
 DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
 
 
+def _powers_of_two(env: str, item: str | None, **fields: int) -> None:
+    """Refuse, naming the variable, a tile field that is not a power of two (Triton's block shapes)."""
+    for name, val in fields.items():
+        if val < 1 or val & (val - 1):
+            raise ValueError(f"{env}: {name} must be a power of two (got {val} in {item!r})")
+
+
 def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
     """``"256:32:128:8:2,512:32:32:8:1"`` -> {256: (32, 128, 8, 2), ...}; empty or None -> the defaults."""
     if raw is None or not raw.strip():
@@ -42,9 +49,7 @@ def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
         if len(parts) != 5 or not all(p.isdigit() for p in parts):
             raise ValueError(f"{TILES_ENV}: {item!r} is not head:block_m:tile:warps:stages (e.g. 256:32:128:8:2)")
         head, block_m, tile, warps, stages = (int(p) for p in parts)
-        for name, val in (("block_m", block_m), ("tile", tile), ("warps", warps)):
-            if val < 1 or val & (val - 1):
-                raise ValueError(f"{TILES_ENV}: {name} must be a power of two (got {val} in {item!r})")
+        _powers_of_two(TILES_ENV, item, block_m=block_m, tile=tile, warps=warps)
         out[head] = (block_m, tile, warps, max(1, stages))
     return out
 
@@ -106,9 +111,7 @@ def parse_wide(raw: str | None) -> tuple[int, int, int, int, int, int] | None:
         )
     block_m, block_n, d_split, warps, stages = (int(p) for p in parts[:5])
     kv_splits = int(parts[5]) if len(parts) == 6 else 1
-    for name, v in (("block_m", block_m), ("block_n", block_n), ("d_split", d_split), ("warps", warps)):
-        if v & (v - 1):
-            raise ValueError(f"{WIDE_ENV}: {name} must be a power of two (got {v} in {raw!r})")
+    _powers_of_two(WIDE_ENV, raw, block_m=block_m, block_n=block_n, d_split=d_split, warps=warps)
     return block_m, block_n, d_split, warps, stages, kv_splits
 
 
