@@ -17,6 +17,9 @@ comma list of the pieces to keep, default all):
 * ``softcap`` — the final-logit softcap (tanh, 30) moves into the row kernel: the model hands the sampler the
   lm_head's logits uncapped instead of a capped fp32 copy. Steps that go to vLLM's own sampler (logprobs, tensor
   parallelism) get the capped logits. On the H200 it made no measurable difference (bench/RESULTS.md, session 11).
+* ``state_kernel`` — the request bookkeeping after a denoising step (step counter, next canvas, stability ring,
+  convergence, what the step emits) runs as one Triton launch (:mod:`.kernels.canvas_state`) instead of ~80 small
+  PyTorch ops.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -24,7 +27,7 @@ comma list of the pieces to keep, default all):
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
-On vLLM >= 0.32 (native per-request options, a reworked sampler) the four sampler pieces and ``attention`` stay off
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the sampler pieces and ``attention`` stay off
 by themselves: vLLM's own sampler and attention serve, and only ``moe_config`` remains (drafts then come from the
 transformers backend only).
 
@@ -39,7 +42,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-ALL_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "moe_config", "attention"})
+ALL_FEATURES = frozenset(
+    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "moe_config", "attention"}
+)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -59,12 +64,12 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
         if unknown:
             raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
     if "sampler" not in feats:
-        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap"}
+        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel"}
     return frozenset(feats)
 
 
 # Pieces that live in our sampler subclass, written against vLLM 0.26-0.31's DiffusionSampler internals.
-SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap"})
+SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel"})
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
 OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
 
@@ -155,6 +160,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
     from vllm.v1.worker.gpu.buffer_utils import async_copy_to_gpu
 
     from .kernels import denoise_step
+    from .kernels.canvas_state import canvas_state_update
 
     log = init_logger("dgemma_lsp.vllm_plugin")
     feats = enabled_features()
@@ -189,6 +195,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self.rng_base = torch.zeros((n,), dtype=torch.int64, device=dev)
             self.stats = {"steps": 0, "commit_only": 0, "fallback": 0}
             self.kernel_kw = kernel_options()
+            # the request bookkeeping after a step: one Triton launch (``state_kernel``) or ~80 PyTorch ops
+            self.state_impl = "auto" if "state_kernel" in feats else "torch"
             # set by the model state when the model hands over uncapped logits (the ``softcap`` piece)
             self.softcap: float | None = None
             self._segments = torch.arange(0, (n + 1) * cl, cl, device=dev, dtype=torch.int32)
@@ -357,7 +365,6 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             emit_np = np.minimum(valid_np, self.width_host[decode_slots_np])
             emit = async_copy_to_gpu(emit_np, device=dev)
 
-            is_commit = states.is_encoder_phase[slots]
             commit_host = self._host_phase()[decode_slots_np] if "commit_skip" in feats else np.zeros(nd, bool)
             random_tokens = torch.randint(0, self.vocab_size, (nd, cl), device=dev, dtype=states.canvas.dtype)
             self.stats["steps"] += 1
@@ -384,7 +391,6 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 src = (starts[:, None] + ar[None, :]).clamp_max(logits.shape[0] - 1)
                 logits = logits[src.reshape(-1)] * ok.reshape(-1, 1).to(logits.dtype)
             logits = logits[: nd * cl]
-            is_denoise = ~is_commit
             step_f = states.step[slots].float()
             cap = self.cap[slots]
             remaining = (cap - step_f).clamp(min=1.0)
@@ -420,49 +426,31 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 impl="triton",
                 **self.kernel_kw,
             )
-            argmax_tokens = out.argmax.view(nd, cl)
-            denoise_canvas = out.next_canvas.view(nd, cl)
-            in_width = pos[None, :] < width[:, None]
-            ent = out.entropy.view(nd, cl)
-            mean_entropy = (ent * in_width).sum(-1) / in_width.sum(-1)
-            states.confident[slots] = mean_entropy < self.confidence_threshold
-
-            new_step = torch.where(is_denoise, (step_f + 1).to(states.step.dtype), states.step.new_zeros(nd))
-            states.step[slots] = new_step
-            states.canvas[slots] = torch.where(is_commit[:, None], random_tokens, denoise_canvas)
-            # stability over the request's own width only (positions past it are never emitted)
-            hist_tokens = torch.where(in_width, argmax_tokens, 0)
-            st_n = states.stability_threshold
-            hist_len = states.accepted_canvas_history_len[slots]
-            write_pos = hist_len % st_n
-            for i in range(st_n):
-                here = ((write_pos == i) & is_denoise)[:, None]
-                states.accepted_canvas_history[slots, i] = torch.where(
-                    here, hist_tokens, states.accepted_canvas_history[slots, i]
-                )
-            states.argmax_canvas[slots] = torch.where(is_denoise[:, None], argmax_tokens, states.argmax_canvas[slots])
-            new_hist_len = torch.where(is_denoise, hist_len + 1, hist_len.new_zeros(nd))
-            states.accepted_canvas_history_len[slots] = new_hist_len
-            sampled[didx] = states.argmax_canvas[slots].to(sampled.dtype) * is_commit[:, None].to(sampled.dtype)
-            num_sampled[didx] = is_commit.to(num_sampled.dtype) * emit.to(num_sampled.dtype)
-            ref = states.accepted_canvas_history[slots, 0]
-            mismatch = torch.zeros(nd, device=dev, dtype=torch.int32)
-            for h in range(1, st_n):
-                mismatch = mismatch + (ref != states.accepted_canvas_history[slots, h]).sum(dim=-1).int()
-            converged = ((mismatch == 0) & states.confident[slots] & (new_hist_len >= st_n)) | (new_step.float() >= cap)
-            states.is_encoder_phase[slots] = torch.where(is_commit, is_commit.new_zeros(nd), converged)
-            self.pin_active[slots] &= ~is_commit
-            keep = (is_denoise & ~states.is_encoder_phase[slots])[:, None, None]
+            upd = canvas_state_update(
+                states,
+                slots=slots,
+                decode_idx=didx,
+                argmax=out.argmax.view(nd, cl),
+                next_canvas=out.next_canvas.view(nd, cl),
+                entropy=out.entropy.view(nd, cl),
+                renoise=random_tokens,
+                width=width,
+                cap=cap,
+                emit=emit,
+                pin_active=self.pin_active,
+                sampled=sampled,
+                num_sampled=num_sampled,
+                confidence_threshold=self.confidence_threshold,
+                impl=self.state_impl,
+            )
             probs = out.probs.view(nd, cl, -1)
             soft = torch.matmul(probs, self.embed_weight[: probs.shape[-1]]) * self.normalizer
-            states.self_conditioning_embeds[slots] = soft.float() * keep
-            newly = (converged & is_denoise)[:, None]
-            states.canvas[slots] = torch.where(newly, states.argmax_canvas[slots], states.canvas[slots])
+            states.self_conditioning_embeds[slots] = soft.float() * upd.keep_self_conditioning[:, None, None]
             self.req_states.draft_tokens[all_slots, :cl] = states.canvas[all_slots]
             self._publish_phase()
             if self._tap_q is not None and self.tap:
                 self._queue_drafts(
-                    input_batch, decode_indices_np, decode_slots_np, argmax_tokens, new_step, is_denoise & converged
+                    input_batch, decode_indices_np, decode_slots_np, out.argmax.view(nd, cl), upd.new_step, upd.final
                 )
             return self._build_output(input_batch, sampled, num_sampled, per_req_nlogits_np, dev)
 

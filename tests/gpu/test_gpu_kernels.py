@@ -64,3 +64,27 @@ def test_in_kernel_sampling_follows_the_softmax() -> None:
     out2 = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long, device="cuda"), seed=seeds)
     freq2 = torch.bincount(out2.sample, minlength=v).float() / rows
     assert (freq2 - probs).abs().max() < 0.006
+
+
+@pytest.mark.parametrize("nd,st,seed", [(1, 2, 11), (4, 2, 12), (4, 3, 13)])
+def test_request_state_kernel_matches_reference_on_gpu(nd: int, st: int, seed: int) -> None:
+    """The plugin's request bookkeeping (backend/kernels/canvas_state.py) compiled for the GPU, canvas 256."""
+    import copy
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from canvas_state_cases import FIELDS, make_case
+
+    from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update
+
+    states, kw = make_case(8, nd, 256, st, seed, device="cuda")
+    ref_states, ref_kw = copy.deepcopy(states), copy.deepcopy(kw)
+    got = canvas_state_update(states, impl="triton", **kw)
+    want = canvas_state_update(ref_states, impl="torch", **ref_kw)
+    for f in FIELDS:
+        assert torch.equal(getattr(states, f), getattr(ref_states, f)), f
+    for f in ("pin_active", "sampled", "num_sampled"):
+        assert torch.equal(kw[f], ref_kw[f]), f
+    assert torch.equal(got.final, want.final) and torch.equal(got.new_step, want.new_step)
+    assert torch.equal(got.keep_self_conditioning, want.keep_self_conditioning)

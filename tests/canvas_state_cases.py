@@ -1,0 +1,62 @@
+"""Random request states for the request-state kernel's tests (CPU interpreter and GPU): no triton import here, so
+the GPU test can use them without switching the process to interpreter mode."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+V = 97
+FIELDS = ("canvas", "argmax_canvas", "step", "is_encoder_phase", "confident", "accepted_canvas_history",
+          "accepted_canvas_history_len")  # fmt: skip
+
+
+def _states(n: int, cl: int, st: int, g: torch.Generator) -> SimpleNamespace:
+    return SimpleNamespace(
+        stability_threshold=st,
+        canvas=torch.randint(0, V, (n, cl), generator=g),
+        argmax_canvas=torch.randint(0, V, (n, cl), generator=g),
+        step=torch.randint(0, 12, (n,), generator=g, dtype=torch.int32),
+        is_encoder_phase=torch.rand(n, generator=g) < 0.3,
+        confident=torch.rand(n, generator=g) < 0.5,
+        accepted_canvas_history=torch.randint(0, 3, (n, st, cl), generator=g),
+        accepted_canvas_history_len=torch.randint(0, 2 * st + 1, (n,), generator=g, dtype=torch.int32),
+    )
+
+
+def make_case(n: int, nd: int, cl: int, st: int, seed: int, device: str = "cpu") -> tuple[SimpleNamespace, dict]:
+    g = torch.Generator().manual_seed(seed)
+    states = _states(n, cl, st, g)
+    slots = torch.randperm(n, generator=g)[:nd]
+    argmax = torch.randint(0, 3, (nd, cl), generator=g)  # few values: stable histories happen
+    # some requests converge by stability: their whole ring already holds this step's argmax (within the width)
+    width = torch.randint(1, cl + 1, (nd,), generator=g)
+    width[0] = cl
+    for i in range(0, nd, 2):
+        w = int(width[i])
+        states.accepted_canvas_history[slots[i], :, :w] = argmax[i, :w]
+        states.accepted_canvas_history[slots[i], :, w:] = 0
+        if i % 4 == 0:  # the ring fills with this step: stable only if ">= ST" counts this step
+            states.accepted_canvas_history_len[slots[i]] = st - 1
+    entropy = torch.rand(nd, cl, generator=g) * 0.2
+    entropy[1::3] += 2.0  # not confident
+    kw = dict(
+        slots=slots,
+        decode_idx=torch.randperm(nd + 2, generator=g)[:nd],
+        argmax=argmax,
+        next_canvas=torch.randint(0, V, (nd, cl), generator=g),
+        entropy=entropy,
+        renoise=torch.randint(0, V, (nd, cl), generator=g),
+        width=width,
+        cap=torch.randint(4, 14, (nd,), generator=g).float(),
+        emit=torch.minimum(width, torch.randint(1, cl + 1, (nd,), generator=g)),
+        pin_active=torch.rand(n, generator=g) < 0.5,
+        sampled=torch.full((nd + 2, cl), -1, dtype=torch.int32),
+        num_sampled=torch.full((nd + 2,), -1, dtype=torch.int32),
+        confidence_threshold=0.15,
+    )
+    if device != "cpu":
+        states = SimpleNamespace(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(states).items()})
+        kw = {k: v.to(device) if torch.is_tensor(v) else v for k, v in kw.items()}
+    return states, kw

@@ -1,0 +1,77 @@
+"""The request-state kernel (backend/kernels/canvas_state.py) against its PyTorch reference, in Triton's interpreter.
+
+Fresh random states each case: commits beside denoising requests, history rings at every write position, widths
+below the canvas, requests that converge by stability (identical history, low entropy) or by the step cap, pins.
+Every state tensor the update touches must come out equal to the reference's.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from interpreter_mode import enter_interpreter_mode, rerun_if_late
+
+_LATE = enter_interpreter_mode()  # before triton is imported (see tests/interpreter_mode.py)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from canvas_state_cases import FIELDS, make_case  # noqa: E402
+
+from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "n,nd,cl,st,seed",
+    [(4, 4, 16, 2, 0), (4, 3, 24, 3, 1), (8, 5, 256, 2, 2), (6, 6, 40, 1, 3), (4, 1, 256, 3, 4), (16, 7, 33, 4, 5)],
+)
+def test_kernel_matches_reference(n: int, nd: int, cl: int, st: int, seed: int) -> None:
+    states, kw = make_case(n, nd, cl, st, seed)
+    ref_states, ref_kw = copy.deepcopy(states), copy.deepcopy(kw)
+    got = canvas_state_update(states, impl="triton", **kw)
+    want = canvas_state_update(ref_states, impl="torch", **ref_kw)
+    for f in FIELDS:
+        assert torch.equal(getattr(states, f), getattr(ref_states, f)), f
+    for f in ("pin_active", "sampled", "num_sampled"):
+        assert torch.equal(kw[f], ref_kw[f]), f
+    assert torch.equal(got.new_step, want.new_step)
+    assert torch.equal(got.keep_self_conditioning, want.keep_self_conditioning)
+    assert torch.equal(got.final, want.final)
+
+
+def test_cases_reach_every_outcome() -> None:
+    """The cases above are not all alike: commits, convergence by stability and by the cap, and plain steps."""
+    seen = set()
+    for n, nd, cl, st, seed in [(4, 4, 16, 2, 0), (4, 3, 24, 3, 1), (8, 5, 256, 2, 2), (16, 7, 33, 4, 5)]:
+        states, kw = make_case(n, nd, cl, st, seed)
+        commit = states.is_encoder_phase[kw["slots"]].clone()
+        step_before = states.step[kw["slots"]].clone()
+        out = canvas_state_update(states, impl="triton", **kw)
+        for i in range(nd):
+            if commit[i]:
+                seen.add("commit")
+                assert int(out.new_step[i]) == 0 and not out.final[i]
+                assert int(kw["num_sampled"][kw["decode_idx"][i]]) == int(kw["emit"][i])
+            elif out.final[i] and float(step_before[i] + 1) >= float(kw["cap"][i]):
+                seen.add("cap")
+            elif out.final[i]:
+                seen.add("stable")
+                # a converged request's next canvas is its argmax canvas (what the commit step emits)
+                assert torch.equal(states.canvas[kw["slots"][i]], kw["argmax"][i])
+            else:
+                seen.add("denoise")
+                assert int(kw["num_sampled"][kw["decode_idx"][i]]) == 0
+    assert seen == {"commit", "cap", "stable", "denoise"}, seen
+
+
+def test_a_commit_clears_pins_and_renoises() -> None:
+    states, kw = make_case(4, 4, 16, 2, 7)
+    states.is_encoder_phase[:] = True
+    kw["pin_active"][:] = True
+    canvas_state_update(states, impl="triton", **kw)
+    assert not kw["pin_active"].any()
+    assert torch.equal(states.canvas[kw["slots"]], kw["renoise"])
+    assert not states.is_encoder_phase.any()
+    assert (states.accepted_canvas_history_len[kw["slots"]] == 0).all()
+
+
+rerun_if_late(globals(), __file__, _LATE)
