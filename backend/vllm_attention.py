@@ -88,31 +88,60 @@ def parse_min_reqs(raw: str | None) -> int:
 
 WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # our own kernel for head 512 (backend/kernels/wide_attention.py): block_m rows (queries x the KV head's query heads),
-# block_n keys, d_split programs over the output columns, warps, stages. The default is the H200 sweep's pick (session
-# 12: 0.118 / 0.238 ms per call at 1 / 4 canvases against 0.126 / 0.292 for the best tiles, 0.152 / 0.566 for vLLM)
-DEFAULT_WIDE: tuple[int, int, int, int, int, int] = (128, 64, 2, 8, 1, 1)
-# the sixth field: key-range splits per request (0 = enough to fill the GPU's SMs, from static shapes)
+# block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
+# fill the GPU's SMs, from static shapes)
+WideTiles = tuple[int, int, int, int, int, int]
+# (largest call in query rows or None for the rest, tiles), first match wins. The H200 sweep (session 12): one canvas
+# is fastest with split key ranges (0.099 ms per call against 0.118 unsplit; 0.126 for the best tiles, 0.152 for
+# vLLM), four canvases without them (0.238 ms; 0.292 tiles, 0.566 vLLM), so calls of up to 256 rows split
+DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 32, 2, 8, 2, 2)), (None, (128, 64, 2, 8, 1, 1)))
 WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
 
 
-def parse_wide(raw: str | None) -> tuple[int, int, int, int, int, int] | None:
-    """``DGEMMA_ATTN_WIDE``: unset / ``on`` -> :data:`DEFAULT_WIDE`; ``off`` -> None (the tiles serve head 512);
-    ``block_m:block_n:d_split:warps:stages[:kv_splits]`` (powers of two but stages and kv_splits; kv_splits 0 = fill
-    the GPU, default 1; e.g. ``128:64:2:8:1:0``)."""
-    val = (raw or "").strip().lower()
-    if val in ("", "on", "auto"):
-        return DEFAULT_WIDE
-    if val in ("off", "none", "no", "false", "0"):
-        return None
-    parts = val.split(":")
+def _parse_wide_tiles(raw: str, item: str) -> WideTiles:
+    parts = item.split(":")
     if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts) or any(int(p) < 1 for p in parts[:5]):
         raise ValueError(
-            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages[:kv_splits] (e.g. 128:64:2:8:1)"
+            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages[:kv_splits][@rows],... "
+            "(e.g. 128:32:2:8:2:2@256,128:64:2:8:1)"
         )
     block_m, block_n, d_split, warps, stages = (int(p) for p in parts[:5])
     kv_splits = int(parts[5]) if len(parts) == 6 else 1
     _powers_of_two(WIDE_ENV, raw, block_m=block_m, block_n=block_n, d_split=d_split, warps=warps)
     return block_m, block_n, d_split, warps, stages, kv_splits
+
+
+def parse_wide(raw: str | None) -> tuple[tuple[int | None, WideTiles], ...] | None:
+    """``DGEMMA_ATTN_WIDE``: unset / ``on`` -> :data:`DEFAULT_WIDE`; ``off`` -> None (the tiles serve head 512); else
+    comma-separated ``block_m:block_n:d_split:warps:stages[:kv_splits]`` items (powers of two but stages and
+    kv_splits; kv_splits 0 = fill the GPU, default 1), each but the last limited to calls of at most ``@rows`` query
+    rows (e.g. ``128:32:2:8:2:2@256,128:64:2:8:1``: one canvas of 256 splits its key ranges, larger calls do not).
+    Returns ``((max_rows or None, tiles), ...)``, smallest limit first."""
+    val = (raw or "").strip().lower()
+    if val in ("", "on", "auto"):
+        return DEFAULT_WIDE
+    if val in ("off", "none", "no", "false", "0"):
+        return None
+    items = [p.strip() for p in val.split(",")]
+    out: list[tuple[int | None, WideTiles]] = []
+    for i, item in enumerate(items):
+        spec, _, rows = item.partition("@")
+        last = i == len(items) - 1
+        if last == bool(rows) or (rows and (not rows.isdigit() or int(rows) < 1)):
+            raise ValueError(
+                f"{WIDE_ENV}: {raw!r}: every item but the last needs @rows (a whole number), the last none"
+            )
+        out.append((int(rows) if rows else None, _parse_wide_tiles(raw, spec)))
+    limited = sorted(out[:-1], key=lambda x: x[0])
+    return (*limited, out[-1])
+
+
+def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) -> WideTiles:
+    """The tiles :func:`parse_wide`'s table gives a call of ``rows`` query rows."""
+    for max_rows, tiles in wide:
+        if max_rows is None or rows <= max_rows:
+            return tiles
+    return wide[-1][1]
 
 
 def fa3_available() -> bool:
@@ -439,7 +468,7 @@ def _build_classes() -> dict[str, Any]:
             if self._wide is not None:
                 from .kernels.wide_attention import wide_attention
 
-                block_m, block_n, d_split, warps, stages, kv_splits = self._wide
+                block_m, block_n, d_split, warps, stages, kv_splits = wide_tiles_for(self._wide, n)
                 try:
                     wide_attention(
                         q=query[:n],

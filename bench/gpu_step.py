@@ -211,6 +211,8 @@ WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
     # 128:64:2:8:1 first, then 128:32:4:8:2 and 128:32:2:8:2; shared memory on sm_90 ruled out 64:64:2:*:2, 128:64:2:8:2
     (128, 64, 2, 8, 1, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0), (128, 64, 2, 8, 1, 4),
     (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
+    # session 12's second sweep (E12): 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
+    (128, 32, 2, 8, 2, 4), (128, 64, 4, 8, 1, 2),
 ]  # fmt: skip
 FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
@@ -239,10 +241,12 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
     has_fa3 = fa3_available()
     emit({"part": "attention", "fa3_available": has_fa3})
     pick: dict[int, tuple] = {}
+    wide_pick: dict[int, list] = {}
     for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
         if heads and head not in heads:
             continue
         sums: dict[tuple, float] = {}
+        by_batch: dict[int, dict[tuple, float]] = {}
         cands: list[tuple] = list(ATTN_CANDIDATES[head])
         if has_fa3 and head in FA3_HEADS:
             cands += [("fa3", n) for n in FA3_SPLITS]
@@ -306,6 +310,7 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
                     ms = tt.do_bench(functools.partial(call, bidir, out), warmup=10, rep=60, return_mode="median")
                     row[key] = round(ms, 4)
                     sums[cfg] = sums.get(cfg, 0.0) + ms
+                    by_batch.setdefault(batch, {})[cfg] = ms
                 except Exception as exc:  # out of shared memory, an FA3 limit, etc.: not a candidate
                     row[key] = f"{type(exc).__name__}: {str(exc)[:100]}"
                     sums[cfg] = float("inf")
@@ -315,19 +320,27 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
         good = {c: t for c, t in sums.items() if t < 0.95 * dflt}
         if good:
             pick[head] = min(good, key=good.get)
+        if pick.get(head, ("",))[0] == "wide":
+            # the head-512 kernel's tiles per call size: one canvas (256 rows) may prefer split key ranges
+            best = {b: min(ws, key=t.get) for b, t in by_batch.items() if (ws := [c for c in t if c[0] == "wide"])}
+            if best.get(1, pick[head]) != best.get(4, pick[head]):
+                wide_pick[head] = [(256, best[1]), (None, best[4])]
+            else:
+                wide_pick[head] = [(None, pick[head])]
         emit({"part": "attention", "head": head, "pick": ":".join(map(str, pick.get(head, ()))) or "default",
               "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
-              "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()}})  # fmt: skip
+              "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()},
+              "wide_by_rows": [[r, ":".join(map(str, c))] for r, c in wide_pick.get(head, [])]})  # fmt: skip
     if attn_env:
         tiles = {h: c for h, c in pick.items() if c[0] not in ("fa3", "wide")}
         fa3 = [c for c in pick.values() if c[0] == "fa3"]
-        wide = [c for c in pick.values() if c[0] == "wide"]
+        wide = [",".join(":".join(map(str, c[1:])) + (f"@{r}" if r else "") for r, c in w) for w in wide_pick.values()]
         spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
         lines = f"export DGEMMA_ATTN_TILES={spec}\n"
         # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
         lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
         # the head-512 kernel where it beat the tiles and vLLM's launch, else off (the tiles serve head 512)
-        lines += f"export DGEMMA_ATTN_WIDE={':'.join(map(str, wide[0][1:])) if wide else 'off'}\n"
+        lines += f"export DGEMMA_ATTN_WIDE={wide[0] if wide else 'off'}\n"
         Path(attn_env).write_text(lines)
 
 

@@ -230,12 +230,21 @@ def test_fa3_switch() -> None:
 def test_wide_attention_switch() -> None:
     """``DGEMMA_ATTN_WIDE``: the head-512 kernel on by default with its tiles, off, or explicit tiles; a malformed
     value is refused with the variable's name, not an IndexError deep in a launch."""
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, parse_wide
+    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, parse_wide, wide_tiles_for
 
     assert parse_wide(None) == parse_wide("on") == DEFAULT_WIDE
     assert parse_wide("off") is None and parse_wide("0") is None
-    assert parse_wide("128:32:4:8:3") == (128, 32, 4, 8, 3, 1)
-    assert parse_wide("128:64:2:8:1:0") == (128, 64, 2, 8, 1, 0) and parse_wide("128:64:2:8:1:3")[5] == 3
-    for bad in ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2", "64:64:2:8:1:x", "64:64:2:8:1:1:1"):
+    assert parse_wide("128:32:4:8:3") == ((None, (128, 32, 4, 8, 3, 1)),)
+    assert parse_wide("128:64:2:8:1:0") == ((None, (128, 64, 2, 8, 1, 0)),)
+    # per call size: the smallest limit that fits the call's query rows, the last item for the rest
+    table = parse_wide("128:64:2:8:1:4@1024, 128:32:2:8:2:2@256, 128:64:2:8:1")
+    assert [rows for rows, _ in table] == [256, 1024, None]
+    assert wide_tiles_for(table, 256) == (128, 32, 2, 8, 2, 2)
+    assert wide_tiles_for(table, 257)[5] == 4 and wide_tiles_for(table, 1024)[5] == 4
+    assert wide_tiles_for(table, 2048) == (128, 64, 2, 8, 1, 1)
+    assert wide_tiles_for(DEFAULT_WIDE, 256) != wide_tiles_for(DEFAULT_WIDE, 1024)
+    bad_values = ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2", "64:64:2:8:1:x", "64:64:2:8:1:1:1",
+                  "128:64:2:8:1@256", "128:64:2:8:1,128:64:2:8:1", "128:64:2:8:1@x,128:64:2:8:1")  # fmt: skip
+    for bad in bad_values:
         with pytest.raises(ValueError, match="DGEMMA_ATTN_WIDE"):
             parse_wide(bad)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh"),
@@ -35,7 +37,9 @@ def _case(batch: int, block_size: int, seed: int):
 
 @pytest.mark.parametrize("batch,block_size", [(1, 16), (4, 64)])
 @pytest.mark.parametrize(
-    "cfg", [(64, 32, 2, 8, 2, 1), (128, 32, 4, 8, 2, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0)]
+    "cfg",
+    # the defaults the engine launches (per call size), then other shapes of the kernel
+    [*(t for _, t in DEFAULT_WIDE), (64, 32, 2, 8, 2, 1), (128, 32, 4, 8, 2, 1), (128, 64, 2, 8, 1, 0)],
 )
 def test_wide_kernel_matches_reference_on_gpu(batch: int, block_size: int, cfg: tuple) -> None:
     from dgemma_lsp.backend.kernels.wide_attention import wide_attention, wide_attention_reference
