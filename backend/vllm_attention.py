@@ -76,6 +76,21 @@ def parse_fa3(raw: str | None) -> int | None:
     return int(val)
 
 
+FA3_PLAN_ENV = "DGEMMA_ATTN_FA3_PLAN"
+
+
+def parse_switch(env: str, raw: str | None, default: bool = True) -> bool:
+    """An on/off variable: unset -> ``default``; ``on/1/yes/true`` or ``off/0/no/false``; anything else is refused."""
+    val = (raw or "").strip().lower()
+    if not val:
+        return default
+    if val in ("on", "1", "yes", "true"):
+        return True
+    if val in ("off", "0", "no", "false"):
+        return False
+    raise ValueError(f"{env}: {raw!r} is not on or off")
+
+
 def parse_min_reqs(raw: str | None) -> int:
     """``DGEMMA_ATTN_FA3_MIN_REQS``: unset -> 1 (FA3 from one canvas up); else a whole number >= 1."""
     val = (raw or "").strip()
@@ -183,16 +198,54 @@ def _fa3_pass(
     window: tuple[int, int],
     softcap: float,
     num_splits: int,
+    plan: Any = None,
 ) -> None:
     """One FA3 forward over the paged cache: vLLM's ``flash_attn_varlen_func(fa_version=3)`` call, plus ``seqused_q``
-    (the wrapper passes None): FA3 computes and writes only the first ``seqused_q[i]`` query rows of request i."""
+    (the wrapper passes None): FA3 computes and writes only the first ``seqused_q[i]`` query rows of request i.
+    ``plan``: this pass's scheduler metadata from :func:`fa3_plan` (None: FA3 computes it, one more launch)."""
     import torch
 
     torch.ops._vllm_fa3_C.fwd(
         q, k, v, None, None, None, out,
         cu_seqlens_q, None, None, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table,
         None, None, None, None, None, None, None, None,
-        softmax_scale, causal, window[0], window[1], softcap, True, None, num_splits, None, 0, None, 1, 0, None,
+        softmax_scale, causal, window[0], window[1], softcap, True, plan, num_splits, None, 0, None, 1, 0, None,
+    )  # fmt: skip
+
+
+def _fa3_window(window_size: tuple[int, int] | None, is_causal: bool) -> tuple[int, int]:
+    """FA3's window for vLLM's TRITON_ATTN masking: a causal request looks ``left`` back, a bidirectional one
+    ``left`` either side (as ``kernel_unified_attention`` masks non-causal sliding windows)."""
+    left = window_size[0] if window_size is not None else -1
+    return (-1, -1) if left < 0 else (left, 0 if is_causal else left)
+
+
+def fa3_plan(
+    *,
+    q: Any,
+    k: Any,
+    cu_seqlens_q: Any,
+    seqused_q: Any,
+    seqused_k: Any,
+    max_seqlen_q: int,
+    block_table: Any,
+    causal: bool,
+    window_size: tuple[int, int] | None,
+    softcap: float,
+    num_splits: int,
+) -> Any:
+    """FA3's scheduler metadata for one pass (``get_scheduler_metadata``, as vLLM's FlashAttention backend computes it
+    once per step), from the same arguments :func:`_fa3_pass` gets, so that the pass skips its own
+    ``prepare_varlen_num_blocks`` launch: the 25 sliding layers of a step share two plans instead of 50 launches.
+    ``seqlen_k`` is the page table's span, what FA3's forward derives for a paged cache."""
+    import torch
+
+    window = _fa3_window(window_size, causal)
+    page = k.shape[1]
+    return torch.ops._vllm_fa3_C.get_scheduler_metadata(
+        cu_seqlens_q.shape[0] - 1, max_seqlen_q, block_table.shape[1] * page, q.shape[1], k.shape[2], q.shape[2],
+        q.shape[2], q.dtype, seqused_k, cu_seqlens_q, None, None, seqused_q, None, page, 0, causal, window[0],
+        window[1], softcap > 0, num_splits, None, 0,
     )  # fmt: skip
 
 
@@ -213,6 +266,7 @@ def fa3_canvas_attention(
     softcap: float,
     num_splits: int = DEFAULT_FA3_SPLITS,
     rows: tuple[Any, Any] | None = None,
+    plans: tuple[Any, ...] | None = None,
 ) -> None:
     """vLLM's FA3 over the paged KV cache with vLLM's TRITON_ATTN masking: a causal request sees keys up to its query
     row (and ``window_size[0]`` back), a bidirectional one every key of its sequence within ``window_size[0]`` either
@@ -220,22 +274,21 @@ def fa3_canvas_attention(
     request (a tensor, read on the GPU only, so CUDA graphs can hold the call): then a bidirectional and a causal
     pass run, each over the rows of its own requests only (FA3's ``seqused_q``; the other pass leaves them alone), so
     the two cost about one. (The first version ran both passes over every row and selected after: against session 8's
-    plugin on the same H200 it took batch 1 from 14.49 to 15.04 ms, this one from 14.22 to 13.94; session 11.)"""
-    left = window_size[0] if window_size is not None else -1
+    plugin on the same H200 it took batch 1 from 14.49 to 15.04 ms, this one from 14.22 to 13.94; session 11.)
+    ``plans``: the passes' scheduler metadata (:func:`fa3_plan`; one for a bool ``causal``, bidirectional then causal
+    for flags), or None."""
 
-    def win(is_causal: bool) -> tuple[int, int]:
-        return (-1, -1) if left < 0 else (left, 0 if is_causal else left)
-
-    def run(is_causal: bool, dst: Any, seqused_q: Any = None) -> None:
+    def run(is_causal: bool, dst: Any, seqused_q: Any = None, plan: Any = None) -> None:
         _fa3_pass(q, k, v, dst, cu_seqlens_q, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table,
-                  softmax_scale, is_causal, win(is_causal), softcap, num_splits)  # fmt: skip
+                  softmax_scale, is_causal, _fa3_window(window_size, is_causal), softcap, num_splits,
+                  plan)  # fmt: skip
 
     if isinstance(causal, bool):
-        run(causal, out)
+        run(causal, out, plan=plans[0] if plans else None)
         return
     bidir_rows, causal_rows = rows if rows is not None else fa3_rows(cu_seqlens_q, causal)
-    run(False, out, bidir_rows)
-    run(True, out, causal_rows)
+    run(False, out, bidir_rows, plans[0] if plans else None)
+    run(True, out, causal_rows, plans[1] if plans else None)
 
 
 def fa3_rows(cu_seqlens_q: Any, causal: Any) -> tuple[Any, Any]:
@@ -386,6 +439,8 @@ def _build_classes() -> dict[str, Any]:
     tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
     fa3 = parse_fa3(os.environ.get(FA3_ENV))
     fa3_min_reqs = parse_min_reqs(os.environ.get(FA3_MIN_REQS_ENV))
+    # FA3's scheduler metadata once per step for all sliding layers (else each pass computes its own)
+    fa3_plan_on = parse_switch(FA3_PLAN_ENV, os.environ.get(FA3_PLAN_ENV))
     wide = parse_wide(os.environ.get(WIDE_ENV))
     # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
     own_tuning = current_platform.is_device_capability_family(100)
@@ -435,18 +490,42 @@ def _build_classes() -> dict[str, Any]:
             n = md.num_actual_tokens
             key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
             if self._fa3 and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
-                rows = None
-                if not isinstance(md.causal, bool):
-                    # one metadata object per step and KV group, shared by its layers (25 sliding layers in the
-                    # 26B): the pass rows once per step, checked against the flags they came from
-                    kept = getattr(md, "_dgemma_fa3_rows", None)
-                    if kept is None or kept[0] is not md.causal or kept[1] is not md.query_start_loc:
-                        kept = (md.causal, md.query_start_loc, fa3_rows(md.query_start_loc, md.causal))
-                        try:
-                            md._dgemma_fa3_rows = kept
-                        except AttributeError:  # a metadata class with slots: computed per layer
-                            pass
-                    rows = kept[2]
+                # one metadata object per step and KV group, shared by its layers (25 sliding layers in the 26B):
+                # the pass rows and FA3's scheduler plans once per step, checked against what they came from
+                kept = getattr(md, "_dgemma_fa3", None)
+                if kept is None or kept["causal"] is not md.causal or kept["cu"] is not md.query_start_loc:
+                    rows = None if isinstance(md.causal, bool) else fa3_rows(md.query_start_loc, md.causal)
+                    kept = {"causal": md.causal, "cu": md.query_start_loc, "rows": rows, "plans": {}}
+                    try:
+                        md._dgemma_fa3 = kept
+                    except AttributeError:  # a metadata class with slots: computed per layer
+                        pass
+                rows = kept["rows"]
+                plans = None
+                if fa3_plan_on:
+                    shape = (query.shape[1], key_cache.shape[1:], tuple(self.sliding_window), self.logits_soft_cap,
+                             md.block_table.shape[1], md.max_query_len)  # fmt: skip
+                    plans = kept["plans"].get(shape)
+                    if plans is None:
+                        flags = (md.causal,) if isinstance(md.causal, bool) else (False, True)
+                        seqused = (None,) if rows is None else rows
+                        plans = tuple(
+                            fa3_plan(
+                                q=query,
+                                k=key_cache,
+                                cu_seqlens_q=md.query_start_loc,
+                                seqused_q=used,
+                                seqused_k=md.seq_lens,
+                                max_seqlen_q=md.max_query_len,
+                                block_table=md.block_table,
+                                causal=flag,
+                                window_size=self.sliding_window,
+                                softcap=self.logits_soft_cap,
+                                num_splits=fa3,
+                            )  # fmt: skip
+                            for flag, used in zip(flags, seqused, strict=True)
+                        )
+                        kept["plans"][shape] = plans
                 fa3_canvas_attention(
                     q=query[:n],
                     k=key_cache,
@@ -463,6 +542,7 @@ def _build_classes() -> dict[str, Any]:
                     softcap=self.logits_soft_cap,
                     num_splits=fa3,
                     rows=rows,
+                    plans=plans,
                 )
                 return output
             if self._wide is not None:

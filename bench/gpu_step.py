@@ -218,7 +218,9 @@ FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
 
-def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
+def part_attention(
+    attn_env: str = "", heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")
+) -> None:
     """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
     unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
     cache, per head size of the 26B-A4B. Timed as the engine calls it: one causal flag per request (a tensor),
@@ -234,8 +236,25 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
         WIDE_HEADS,
         fa3_available,
         fa3_canvas_attention,
+        fa3_plan,
+        fa3_rows,
         launch_canvas_attention,
     )
+
+    plan_cache: dict = {}
+
+    def fa3_plans(flag, canvas: int, common: dict, splits: int) -> tuple:
+        """The engine's per-step plans for this call (made once per flag and case, as a step makes them once)."""
+        key = (id(common["q"]), id(flag), flag if isinstance(flag, bool) else None)
+        if key not in plan_cache:
+            cu = common["cu_seqlens_q"]
+            flags, used = ((flag,), (None,)) if isinstance(flag, bool) else ((False, True), fa3_rows(cu, flag))
+            plan_cache[key] = (flag, common["q"], tuple(
+                fa3_plan(q=common["q"], k=common["k"], cu_seqlens_q=cu, seqused_q=u, seqused_k=common["seqused_k"],
+                         max_seqlen_q=canvas, block_table=common["block_table"], causal=f,
+                         window_size=common["window_size"], softcap=common["softcap"], num_splits=splits)
+                for f, u in zip(flags, used, strict=True)))  # fmt: skip
+        return plan_cache[key][2]
 
     dev, bf = "cuda", torch.bfloat16
     has_fa3 = fa3_available()
@@ -247,10 +266,11 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
             continue
         sums: dict[tuple, float] = {}
         by_batch: dict[int, dict[tuple, float]] = {}
-        cands: list[tuple] = list(ATTN_CANDIDATES[head])
-        if has_fa3 and head in FA3_HEADS:
-            cands += [("fa3", n) for n in FA3_SPLITS]
-        if head in WIDE_HEADS:
+        cands: list[tuple] = list(ATTN_CANDIDATES[head]) if "tiles" in kinds else []
+        if has_fa3 and head in FA3_HEADS and "fa3" in kinds:
+            # fa3p: with the scheduler plan made once per step (outside the timing: 25 layers share it)
+            cands += [("fa3", n) for n in FA3_SPLITS] + [("fa3p", 1)]
+        if head in WIDE_HEADS and "wide" in kinds:
             cands += [("wide", *c) for c in WIDE_CANDIDATES]
         for batch in (1, 4):
             canvas, kvlen, bs = 256, 1024 + 256, 16
@@ -282,9 +302,10 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
                 key = ":".join(map(str, cfg))
 
                 def call(flag, out, cfg=cfg, canvas=canvas, common=common, desc=desc):
-                    if cfg[0] == "fa3":
+                    if cfg[0] in ("fa3", "fa3p"):
+                        plans = fa3_plans(flag, canvas, common, cfg[1]) if cfg[0] == "fa3p" else None
                         fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
-                                             causal=flag, num_splits=cfg[1], **common)  # fmt: skip
+                                             causal=flag, num_splits=cfg[1], plans=plans, **common)  # fmt: skip
                     elif cfg[0] == "wide":
                         wide_attention(q=common["q"], k=common["k"], v=common["v"], out=out,
                                        cu_seqlens_q=common["cu_seqlens_q"], seqused_k=common["seqused_k"],
@@ -332,13 +353,15 @@ def part_attention(attn_env: str = "", heads: tuple[int, ...] = ()) -> None:
               "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()},
               "wide_by_rows": [[r, ":".join(map(str, c))] for r, c in wide_pick.get(head, [])]})  # fmt: skip
     if attn_env:
-        tiles = {h: c for h, c in pick.items() if c[0] not in ("fa3", "wide")}
-        fa3 = [c for c in pick.values() if c[0] == "fa3"]
+        tiles = {h: c for h, c in pick.items() if c[0] not in ("fa3", "fa3p", "wide")}
+        fa3 = [c for c in pick.values() if c[0] in ("fa3", "fa3p")]
         wide = [",".join(":".join(map(str, c[1:])) + (f"@{r}" if r else "") for r, c in w) for w in wide_pick.values()]
         spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
         lines = f"export DGEMMA_ATTN_TILES={spec}\n"
         # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
         lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
+        # FA3's scheduler plan once per step where the planned calls matched vLLM's launch and were fastest
+        lines += f"export DGEMMA_ATTN_FA3_PLAN={'on' if fa3 and fa3[0][0] == 'fa3p' else 'off'}\n"
         # the head-512 kernel where it beat the tiles and vLLM's launch, else off (the tiles serve head 512)
         lines += f"export DGEMMA_ATTN_WIDE={wide[0] if wide else 'off'}\n"
         Path(attn_env).write_text(lines)
@@ -467,6 +490,9 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         max_model_len=16384,
         enable_prefix_caching=True,
         enforce_eager=args.eager,
+        # fp8: vLLM quantizes the bf16 weights as they load (per-tensor scales; dynamic activation scales), the
+        # stand-in here for the FP8 variant, whose weights cannot be downloaded
+        quantization=args.quantization or None,
         **graph_kw,
     )
     emit({"part": "vllm", "engine": label, "event": "started", "s": round(time.monotonic() - t0, 1)})
@@ -501,7 +527,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
                 "prompts": prompts}  # fmt: skip
 
     detok = not args.no_detok
-    for ctx, batch in () if args.only_profile else ((1024, 1), (1024, 4), (8192, 1)):
+    shapes = [tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",") if sh]
+    for ctx, batch in () if args.only_profile else shapes:
         run(ctx, batch, detok)  # warm-up (also compiles / captures anything shape-specific)
         r = run(ctx, batch, detok)
         cached = run(ctx, batch, detok, prompts=r.pop("prompts"))
@@ -671,6 +698,18 @@ def part_vllm(args: argparse.Namespace) -> None:
          ["--child", "engine", "--label", "ours_s8", "--canvas", "256", "--no-detok", "--graph-sizes"]),
         ("profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--profile", "--only-profile"]),
+        # session 12's plugin (no request-state kernel, FA3 planning per pass, one head-512 tiling for all sizes):
+        # the same run measures what session 13 changed
+        ("ours_s12", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3_PLAN": "off", "DGEMMA_ATTN_WIDE": "128:64:2:8:1:1",
+                      "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,moe_config,attention"},
+         ["--child", "engine", "--label", "ours_s12", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--shapes", "1024x1,1024x4"]),
+        # the weights in fp8 (vLLM's online quantization): native and ours, 1k context
+        ("native_fp8", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8", "--canvas", "256",
+                                                      "--no-detok", "--quantization", "fp8", "--shapes", "1024x1,1024x4"]),
+        ("ours_fp8", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas", "256",
+                                                  "--no-detok", "--graph-sizes", "--quantization", "fp8",
+                                                  "--shapes", "1024x1,1024x4"]),
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
         ("suggest32", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "32"]),
     ]  # fmt: skip
@@ -713,12 +752,15 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="torch.profiler over denoising steps at 1k, batch 1 / 4")
     ap.add_argument("--graph-sizes", action="store_true", help="CUDA graphs up to 4 canvases (as VLLMBackend)")
     ap.add_argument("--also-detok-off", action="store_true")
+    ap.add_argument("--quantization", default="", help="the engine's quantization (e.g. fp8); default none (bf16)")
+    ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
     ap.add_argument("--attn-env", default="", help="write the fastest attention tiles as a shell export here")
+    ap.add_argument("--attn-kinds", default="tiles,fa3,wide", help="candidates the attention sweep tries")
     ap.add_argument("--attn-heads", default="", help="sweep only these head sizes (comma separated; default all)")
     ap.add_argument("--kernel-env", default="", help="write the fastest kernel variant as shell exports here")
     args = ap.parse_args()
@@ -733,7 +775,11 @@ def main() -> None:
     if "kernels" in parts:
         part_kernels(args.kernel_dtypes, args.kernel_env)
     if "attention" in parts:
-        part_attention(args.attn_env, tuple(int(h) for h in args.attn_heads.split(",") if h))
+        part_attention(
+            args.attn_env,
+            tuple(int(h) for h in args.attn_heads.split(",") if h),
+            tuple(k for k in args.attn_kinds.split(",") if k),
+        )
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

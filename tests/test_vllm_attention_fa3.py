@@ -20,7 +20,7 @@ HEADS, KV_HEADS, HEAD, BLOCK = 4, 2, 8, 4
 
 
 def fake_fa3_pass(q, k, v, out, cu_seqlens_q, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, block_table,
-                  softmax_scale, causal, window, softcap, num_splits) -> None:  # fmt: skip
+                  softmax_scale, causal, window, softcap, num_splits, plan=None) -> None:  # fmt: skip
     """FlashAttention's forward semantics in PyTorch (a fake of FA3, below the layer under test)."""
     for i in range(len(seqused_k)):
         q0, q1 = int(cu_seqlens_q[i]), int(cu_seqlens_q[i + 1])

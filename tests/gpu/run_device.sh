@@ -58,11 +58,18 @@
 #            attention sweep with the head-512 kernel's candidates, its pick to /tmp/attn.env; the tiny vLLM tests;
 #            ours (steps b1 / b4 / 8k) with the pick)
 #   run D12: carry nothing command: bash tests/gpu/run_device.sh D12 (native, ours with the pick, the profile, suggestions)
+# Session 13, issue 4 (the request-state kernel, FA3's scheduler plan once per step, head-512 tiles per call size):
+#   run A13: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A13   (stage; GPU kernel parity)
+#   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
+#   run C13: carry .kit3 .kit4/fa3.xz.ac   command: bash tests/gpu/run_device.sh C13   (install; sweep of FA3 planned
+#            or not and of the head-512 kernel per call size, picks to /tmp/s13.env; tiny vLLM tests; ours)
+#   run D13: carry nothing command: bash tests/gpu/run_device.sh D13 (native, ours, the profile, session 12's plugin)
+#   run E13: carry nothing command: bash tests/gpu/run_device.sh E13 (fp8 weights: ours and native; suggestions)
 #   second machine: A11, B11, then E12 (carry .kit3 .kit4/fa3.xz.ac: install; the head-512 kernel with split key
 #            ranges: GPU parity, sweep; ours, the profile and native with the pick)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -318,6 +325,34 @@ E12)  # session 12, second machine (after A11 and B11): install vLLM and FA3; th
   left=$(( 585 - ($(date +%s) - T0) ))
   [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours,profile,native}" \
     --job-timeouts "${JOB_TIMEOUTS:-ours=170,profile=70,native=$((left - 250))}" --out "$OUT/gpu_step.jsonl"
+  ;;
+A13)  # session 13: stage; GPU parity of the kernels (row kernel, request-state kernel, head-512 kernel incl. the
+      # per-size defaults)
+  bash .kit1/stage.sh; fa3_stage
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py
+  ;;
+C13)  # session 13 (after A13 and B12): install vLLM and FA3; the sweep of FA3 (planned or not) and the head-512
+      # kernel per call size, its picks to /tmp/s13.env; the tiny vLLM tests (request-state kernel in the engine);
+      # ours at 1k context, batch 1 and 4
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 200 python3 bench/gpu_step.py --parts attention --attn-kinds fa3,wide --attn-env /tmp/attn.env \
+    --out "$OUT/gpu_step.jsonl"
+  grep -E 'WIDE|FA3_PLAN' /tmp/attn.env > /tmp/s13.env; . /tmp/s13.env; env | grep DGEMMA_ATTN
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  [ "$left" -gt 60 ] && timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-ours}" \
+    --job-timeouts "ours=$((left - 5))" --out "$OUT/gpu_step.jsonl"
+  ;;
+D13|E13)  # while warm after C13, with its picks: D13 native, ours, the profile, session 12's plugin; E13 fp8 weights
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  [ -f /tmp/s13.env ] && . /tmp/s13.env; env | grep DGEMMA_ATTN
+  if [ "$N" = D13 ]; then jobs=native,ours,profile,ours_s12; lim=native=190,ours=110,profile=100,ours_s12=100
+  else jobs=ours_fp8,native_fp8,suggest32; lim=ours_fp8=150,native_fp8=190,suggest32=150; fi
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
+    --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
