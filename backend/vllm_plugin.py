@@ -147,11 +147,6 @@ def kernel_options(environ: dict[str, str] | None = None) -> dict[str, Any]:
     return {"block_v": block_v, "splits": splits}
 
 
-def _mix_seed(seed: int, step: Any, pos: Any) -> Any:
-    """Per-(request seed, step, position) noise seed in int31 (works on ints and int64 tensors)."""
-    return (seed * 1_000_003 + step * 7_919 + pos * 104_729 + 12_345) % 2_147_483_647
-
-
 def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vLLM imports lazy
     import numpy as np
     import torch
@@ -160,7 +155,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
     from vllm.v1.worker.gpu.buffer_utils import async_copy_to_gpu
 
     from .kernels import denoise_step
-    from .kernels.canvas_state import canvas_state_update
+    from .kernels.canvas_state import canvas_state_update, step_inputs
 
     log = init_logger("dgemma_lsp.vllm_plugin")
     feats = enabled_features()
@@ -391,37 +386,43 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 src = (starts[:, None] + ar[None, :]).clamp_max(logits.shape[0] - 1)
                 logits = logits[src.reshape(-1)] * ok.reshape(-1, 1).to(logits.dtype)
             logits = logits[: nd * cl]
-            step_f = states.step[slots].float()
-            cap = self.cap[slots]
-            remaining = (cap - step_f).clamp(min=1.0)
-            tmin, tmax = self.tmin[slots], self.tmax[slots]
-            temp = (tmin + (tmax - tmin) * (remaining / cap)).clamp(min=1e-10)
-            pos = torch.arange(cl, device=dev, dtype=torch.int64)
-            # per-row noise seeds: seeded requests get (seed, step, position) streams, the rest fresh random ones
-            base = torch.randint(0, 2**31 - 1, (nd, 1), device=dev, dtype=torch.int64)
+            base = torch.randint(0, 2**31 - 1, (nd,), device=dev, dtype=torch.int64)
             seeded = [(i, s) for i, s in enumerate(decode_slots_np.tolist()) if self.seeds.get(s) is not None]
             for i, s in seeded:
-                base[i, 0] = int(self.seeds[s]) % 2_147_483_647
-            row_seeds = _mix_seed(base, states.step[slots].to(torch.int64)[:, None], pos[None, :])
+                base[i] = int(self.seeds[s]) % 2_147_483_647
+            # per row: temperature, noise seeds (seeded requests get (seed, step, position) streams, the rest fresh
+            # random ones), pins; per request: width, step cap, entropy bound
+            inp = step_inputs(
+                slots=slots,
+                base_seed=base,
+                step=states.step,
+                cap=self.cap,
+                t_min=self.tmin,
+                t_max=self.tmax,
+                bound=self.bound,
+                width=self.width,
+                pin_mask=self.pin_mask,
+                pin_tokens=self.pin_tok,
+                pin_active=self.pin_active,
+                impl=self.state_impl,
+            )
             if seeded:
                 # seeded renoise from the same per-row seeds (integer hash on the GPU: no host sync)
                 rows = async_copy_to_gpu(np.array([i for i, _ in seeded], dtype=np.int64), device=dev)
-                h = (row_seeds[rows] * 2_654_435_761 + 97) % 4_294_967_291
+                h = (inp.seed.view(nd, cl)[rows].to(torch.int64) * 2_654_435_761 + 97) % 4_294_967_291
                 random_tokens[rows] = (h % self.vocab_size).to(random_tokens.dtype)
-            pinned = (self.pin_mask[slots] & self.pin_active[slots, None]).reshape(-1)
-            width = self.width[slots]
             out = denoise_step(
                 logits,
-                temp.repeat_interleave(cl),
+                inp.temperature,
                 renoise_tokens=random_tokens.reshape(-1),
-                seed=row_seeds.reshape(-1).to(torch.int32),
-                entropy_bound=self.bound[slots],
+                seed=inp.seed,
+                entropy_bound=inp.bound,
                 segments=self._segments[: nd + 1],
-                pinned=pinned,
-                pinned_tokens=self.pin_tok[slots].reshape(-1),
+                pinned=inp.pinned,
+                pinned_tokens=inp.pinned_tokens,
                 probs_dtype=self.embed_weight.dtype,
                 softcap=self.softcap,
-                widths=width,
+                widths=inp.width,
                 max_segment=cl,
                 impl="triton",
                 **self.kernel_kw,
@@ -434,8 +435,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
                 next_canvas=out.next_canvas.view(nd, cl),
                 entropy=out.entropy.view(nd, cl),
                 renoise=random_tokens,
-                width=width,
-                cap=cap,
+                width=inp.width,
+                cap=inp.cap,
                 emit=emit,
                 pin_active=self.pin_active,
                 sampled=sampled,

@@ -60,3 +60,23 @@ def make_case(n: int, nd: int, cl: int, st: int, seed: int, device: str = "cpu")
         states = SimpleNamespace(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(states).items()})
         kw = {k: v.to(device) if torch.is_tensor(v) else v for k, v in kw.items()}
     return states, kw
+
+
+def make_inputs_case(n: int, nd: int, cl: int, seed: int, device: str = "cpu") -> dict:
+    """Arguments of ``step_inputs``: state rows with their own steps, caps, temperatures, bounds, widths and pins."""
+    g = torch.Generator().manual_seed(seed)
+    kw = dict(
+        slots=torch.randperm(n, generator=g)[:nd],
+        base_seed=torch.randint(0, 2**31 - 1, (nd,), generator=g),
+        step=torch.randint(0, 20, (n,), generator=g, dtype=torch.int32),
+        cap=torch.randint(4, 24, (n,), generator=g).float(),
+        t_min=torch.rand(n, generator=g) * 0.3,
+        t_max=torch.rand(n, generator=g) + 0.5,
+        bound=torch.rand(n, generator=g),
+        width=torch.randint(1, cl + 1, (n,), generator=g),
+        pin_mask=torch.rand(n, cl, generator=g) < 0.3,
+        pin_tokens=torch.randint(0, V, (n, cl), generator=g),
+        pin_active=torch.rand(n, generator=g) < 0.6,
+    )
+    kw["t_min"][0] = kw["t_max"][0] = 0.0  # greedy: the temperature's floor
+    return {k: v.to(device) for k, v in kw.items()}

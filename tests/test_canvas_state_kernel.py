@@ -15,9 +15,9 @@ _LATE = enter_interpreter_mode()  # before triton is imported (see tests/interpr
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from canvas_state_cases import FIELDS, make_case  # noqa: E402
+from canvas_state_cases import FIELDS, make_case, make_inputs_case  # noqa: E402
 
-from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update  # noqa: E402
+from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update, step_inputs  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -72,6 +72,21 @@ def test_a_commit_clears_pins_and_renoises() -> None:
     assert torch.equal(states.canvas[kw["slots"]], kw["renoise"])
     assert not states.is_encoder_phase.any()
     assert (states.accepted_canvas_history_len[kw["slots"]] == 0).all()
+
+
+@pytest.mark.parametrize("n,nd,cl,seed", [(4, 4, 16, 0), (8, 3, 24, 1), (6, 1, 256, 2), (16, 7, 33, 3)])
+def test_step_inputs_kernel_matches_reference(n: int, nd: int, cl: int, seed: int) -> None:
+    kw = make_inputs_case(n, nd, cl, seed)
+    got = step_inputs(impl="triton", **kw)
+    want = step_inputs(impl="torch", **kw)
+    for f in ("seed", "pinned", "pinned_tokens", "width", "cap", "bound"):
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
+    torch.testing.assert_close(got.temperature, want.temperature, rtol=1e-6, atol=0)
+    # what the rows get: each request's own schedule and pins, seeds that differ per position and per request
+    assert got.temperature.shape == (nd * cl,) and bool((got.temperature > 0).all())
+    assert got.seed.view(nd, cl).unique().numel() == nd * cl
+    active = kw["pin_active"][kw["slots"]]
+    assert not got.pinned.view(nd, cl)[~active].any()
 
 
 rerun_if_late(globals(), __file__, _LATE)

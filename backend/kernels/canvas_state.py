@@ -1,10 +1,13 @@
-"""The per-request bookkeeping after a denoising step, as one Triton launch instead of ~80 small PyTorch ops.
+"""The per-request bookkeeping around a denoising step, as two Triton launches instead of ~110 small PyTorch ops.
+
+Before the step, :func:`step_inputs` gathers each request's temperature, noise seeds, pins, width, step cap and
+entropy bound into per-row inputs for the row kernels (~30 ops in PyTorch).
 
 After the row and acceptance kernels (:mod:`.denoise`), vLLM 0.26's DiffusionGemma sampler updates its request
 state: the step counter, the next canvas (renoised on a commit), the ring of recent argmax canvases and its length,
 the argmax canvas, what the step emits (``sampled`` / ``num_sampled``), the confidence flag, convergence (stable
-and confident, or the step cap) and the phase flag. In PyTorch that is about 80 launches of a few microseconds each
-(profiled on the H200, bench/RESULTS.md session 12); here it is one program per decoding request.
+and confident, or the step cap) and the phase flag. In PyTorch that is about 80 launches (counted in the code) of a
+few microseconds each; here it is one program per decoding request.
 
 :func:`canvas_state_update_reference` is the PyTorch form (the plugin's code before this kernel, itself vLLM 0.26's
 ``_diffusion_decode_step`` phases 5-6 with our per-request width, step cap and pins); :func:`canvas_state_update`
@@ -181,6 +184,144 @@ if HAVE_TRITON:
         tl.store(new_step_out_ptr + r, new_step.to(tl.int32))
         tl.store(keep_out_ptr + r, denoise & (phase == 0))
         tl.store(final_out_ptr + r, phase)
+
+
+@dataclass
+class StepInputs:
+    """Per canvas row (``nd * CL``, request-major) and per request (``nd``): what the row kernels take."""
+
+    temperature: torch.Tensor  # (nd * CL,) float32: the linear schedule at each request's step, >= 1e-10
+    seed: torch.Tensor  # (nd * CL,) int32: per-row noise seeds (request seed, step, position)
+    pinned: torch.Tensor  # (nd * CL,) bool: a pinned position of a request whose pins are active
+    pinned_tokens: torch.Tensor  # (nd * CL,) int64
+    width: torch.Tensor  # (nd,) int64: canvas width
+    cap: torch.Tensor  # (nd,) float32: step cap
+    bound: torch.Tensor  # (nd,) float32: entropy bound
+
+
+def mix_seed(seed: Any, step: Any, pos: Any) -> Any:
+    """Per-(request seed, step, position) noise seed in int31 (works on ints and int64 tensors)."""
+    return (seed * 1_000_003 + step * 7_919 + pos * 104_729 + 12_345) % 2_147_483_647
+
+
+def step_inputs_reference(
+    *,
+    slots: torch.Tensor,
+    base_seed: torch.Tensor,
+    step: torch.Tensor,
+    cap: torch.Tensor,
+    t_min: torch.Tensor,
+    t_max: torch.Tensor,
+    bound: torch.Tensor,
+    width: torch.Tensor,
+    pin_mask: torch.Tensor,
+    pin_tokens: torch.Tensor,
+    pin_active: torch.Tensor,
+) -> StepInputs:
+    """Gather the step's inputs for the requests in state rows ``slots`` (``base_seed``: one int64 per request, below
+    2^31). Per state row: ``step`` (int), ``cap`` / ``t_min`` / ``t_max`` / ``bound`` (float32), ``width`` (int64),
+    ``pin_active`` (bool); ``pin_mask`` / ``pin_tokens`` are (rows, CL). The temperature follows transformers'
+    linear schedule on the remaining steps (``t_min + (t_max - t_min) * remaining / cap``, remaining >= 1)."""
+    cl = pin_mask.shape[1]
+    step_f = step[slots].float()
+    cap_r = cap[slots]
+    remaining = (cap_r - step_f).clamp(min=1.0)
+    tmin, tmax = t_min[slots], t_max[slots]
+    temp = (tmin + (tmax - tmin) * (remaining / cap_r)).clamp(min=1e-10)
+    pos = torch.arange(cl, device=slots.device, dtype=torch.int64)
+    seeds = mix_seed(base_seed.to(torch.int64)[:, None], step[slots].to(torch.int64)[:, None], pos[None, :])
+    return StepInputs(
+        temperature=temp.repeat_interleave(cl),
+        seed=seeds.reshape(-1).to(torch.int32),
+        pinned=(pin_mask[slots] & pin_active[slots, None]).reshape(-1),
+        pinned_tokens=pin_tokens[slots].reshape(-1),
+        width=width[slots],
+        cap=cap_r,
+        bound=bound[slots],
+    )
+
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _inputs_kernel(
+        slots_ptr,
+        base_ptr,
+        step_ptr,
+        cap_ptr,
+        tmin_ptr,
+        tmax_ptr,
+        bound_ptr,
+        width_ptr,
+        pin_mask_ptr,
+        pin_tok_ptr,
+        stride_pin,
+        pin_active_ptr,
+        temp_out,
+        seed_out,
+        pinned_out,
+        ptok_out,
+        width_out,
+        cap_out,
+        bound_out,
+        CL: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        r = tl.program_id(0)
+        slot = tl.load(slots_ptr + r).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        m = offs < CL
+        step = tl.load(step_ptr + slot)
+        cap = tl.load(cap_ptr + slot)
+        remaining = tl.maximum(cap - step.to(tl.float32), 1.0)
+        tmin = tl.load(tmin_ptr + slot)
+        tmax = tl.load(tmax_ptr + slot)
+        temp = tl.maximum(tmin + (tmax - tmin) * (remaining / cap), 1e-10)
+        base = tl.load(base_ptr + r).to(tl.int64)
+        seed = (base * 1_000_003 + step.to(tl.int64) * 7_919 + offs.to(tl.int64) * 104_729 + 12_345) % 2_147_483_647
+        out = r * CL + offs
+        tl.store(temp_out + out, tl.zeros([BLOCK], tl.float32) + temp, mask=m)
+        tl.store(seed_out + out, seed.to(tl.int32), mask=m)
+        active = tl.load(pin_active_ptr + slot) != 0
+        pin = tl.load(pin_mask_ptr + slot * stride_pin + offs, mask=m, other=0) != 0
+        tl.store(pinned_out + out, pin & active, mask=m)
+        tl.store(ptok_out + out, tl.load(pin_tok_ptr + slot * stride_pin + offs, mask=m, other=0), mask=m)
+        tl.store(width_out + r, tl.load(width_ptr + slot))
+        tl.store(cap_out + r, cap)
+        tl.store(bound_out + r, tl.load(bound_ptr + slot))
+
+
+def step_inputs(*, impl: str = "auto", **kw: Any) -> StepInputs:
+    """:func:`step_inputs_reference`'s gathers in one launch where Triton is usable (``impl`` as below)."""
+    slots = kw["slots"]
+    if impl == "auto":
+        impl = "triton" if kernels_usable(slots.device) else "torch"
+    if impl == "torch":
+        return step_inputs_reference(**kw)
+    if impl != "triton":
+        raise ValueError(f"impl must be 'triton', 'torch' or 'auto' (got {impl!r})")
+    nd, dev = slots.shape[0], slots.device
+    pin_mask, pin_tok = kw["pin_mask"], kw["pin_tokens"]
+    cl = pin_mask.shape[1]
+    if pin_mask.stride() != pin_tok.stride() or pin_mask.stride(1) != 1:
+        raise ValueError("pin_mask and pin_tokens must be (rows, CL) with the same unit-stride layout")
+    out = StepInputs(
+        temperature=torch.empty(nd * cl, dtype=torch.float32, device=dev),
+        seed=torch.empty(nd * cl, dtype=torch.int32, device=dev),
+        pinned=torch.empty(nd * cl, dtype=torch.bool, device=dev),
+        pinned_tokens=torch.empty(nd * cl, dtype=pin_tok.dtype, device=dev),
+        width=torch.empty(nd, dtype=kw["width"].dtype, device=dev),
+        cap=torch.empty(nd, dtype=torch.float32, device=dev),
+        bound=torch.empty(nd, dtype=torch.float32, device=dev),
+    )
+    if nd:
+        _inputs_kernel[(nd,)](
+            slots, kw["base_seed"], kw["step"], kw["cap"], kw["t_min"], kw["t_max"], kw["bound"], kw["width"],
+            pin_mask, pin_tok, pin_mask.stride(0), kw["pin_active"],
+            out.temperature, out.seed, out.pinned, out.pinned_tokens, out.width, out.cap, out.bound,
+            CL=cl, BLOCK=triton.next_power_of_2(cl),
+        )  # fmt: skip
+    return out
 
 
 def canvas_state_update(states: Any, *, impl: str = "auto", **kw: Any) -> StateUpdate:

@@ -88,3 +88,22 @@ def test_request_state_kernel_matches_reference_on_gpu(nd: int, st: int, seed: i
         assert torch.equal(kw[f], ref_kw[f]), f
     assert torch.equal(got.final, want.final) and torch.equal(got.new_step, want.new_step)
     assert torch.equal(got.keep_self_conditioning, want.keep_self_conditioning)
+
+
+@pytest.mark.parametrize("nd,seed", [(1, 21), (4, 22)])
+def test_step_inputs_kernel_matches_reference_on_gpu(nd: int, seed: int) -> None:
+    """The plugin's per-row step inputs (backend/kernels/canvas_state.py) compiled for the GPU, canvas 256."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from canvas_state_cases import make_inputs_case
+
+    from dgemma_lsp.backend.kernels.canvas_state import step_inputs
+
+    kw = make_inputs_case(8, nd, 256, seed, device="cuda")
+    got = step_inputs(impl="triton", **kw)
+    want = step_inputs(impl="torch", **kw)
+    for f in ("seed", "pinned", "pinned_tokens", "width", "cap", "bound"):
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
+    torch.testing.assert_close(got.temperature, want.temperature, rtol=1e-6, atol=0)
