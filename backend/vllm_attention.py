@@ -106,10 +106,10 @@ WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
 # fill the GPU's SMs, from static shapes)
 WideTiles = tuple[int, int, int, int, int, int]
-# (largest call in query rows or None for the rest, tiles), first match wins. The H200 sweep (session 12): one canvas
-# is fastest with split key ranges (0.099 ms per call against 0.118 unsplit; 0.126 for the best tiles, 0.152 for
-# vLLM), four canvases without them (0.238 ms; 0.292 tiles, 0.566 vLLM), so calls of up to 256 rows split
-DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 32, 2, 8, 2, 2)), (None, (128, 64, 2, 8, 1, 1)))
+# (largest call in query rows or None for the rest, tiles), first match wins: the H200 sweep's picks (session 13, C13):
+# one canvas splits its key ranges in two (0.078 ms per call against 0.117 unsplit, 0.151 for vLLM's launch), four
+# canvases take as many splits as fill the SMs (0.237 ms, the same as unsplit; vLLM 0.567)
+DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
 WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
 
 
@@ -502,7 +502,9 @@ def _build_classes() -> dict[str, Any]:
                         pass
                 rows = kept["rows"]
                 plans = None
-                if fa3_plan_on:
+                # only inside a CUDA graph capture: replays recompute them in the graph; in an eager step (prompt
+                # prefill) making them cost the H200 ~20 ms of first-draft latency (session 13)
+                if fa3_plan_on and torch.cuda.is_current_stream_capturing():
                     shape = (query.shape[1], key_cache.shape[1:], tuple(self.sliding_window), self.logits_soft_cap,
                              md.block_table.shape[1], md.max_query_len)  # fmt: skip
                     plans = kept["plans"].get(shape)

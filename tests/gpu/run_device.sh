@@ -64,12 +64,15 @@
 #   run C13: carry .kit3 .kit4/fa3.xz.ac   command: bash tests/gpu/run_device.sh C13   (install; sweep of FA3 planned
 #            or not and of the head-512 kernel per call size, picks to /tmp/s13.env; tiny vLLM tests; ours)
 #   run D13: carry nothing command: bash tests/gpu/run_device.sh D13 (native, ours, the profile, session 12's plugin)
-#   run E13: carry nothing command: bash tests/gpu/run_device.sh E13 (fp8 weights: ours and native; suggestions)
+#   run E13: carry .kit5   command: bash tests/gpu/run_device.sh E13 (fp8 weights: ours and native; suggestions;
+#            .kit5 = two pure-Python wheels vLLM's fp8 imports, `bash tests/gpu/fp8_deps.sh`)
+#   run S13: carry nothing command: S13_VARIANTS="A=1 B=2;C=off" bash tests/gpu/run_device.sh S13 (suggestions per
+#            env variant)
 #   second machine: A11, B11, then E12 (carry .kit3 .kit4/fa3.xz.ac: install; the head-512 kernel with split key
 #            ranges: GPU parity, sweep; ours, the profile and native with the pick)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -347,12 +350,24 @@ C13)  # session 13 (after A13 and B12): install vLLM and FA3; the sweep of FA3 (
     --job-timeouts "ours=$((left - 5))" --out "$OUT/gpu_step.jsonl"
   ;;
 D13|E13)  # while warm after C13, with its picks: D13 native, ours, the profile, session 12's plugin; E13 fp8 weights
+      # (vLLM's fp8 needs compressed-tensors and loguru, which the kit lacks: carry .kit5 from tests/gpu/fp8_deps.sh)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
   [ -f /tmp/s13.env ] && . /tmp/s13.env; env | grep DGEMMA_ATTN
   if [ "$N" = D13 ]; then jobs=native,ours,profile,ours_s12; lim=native=190,ours=110,profile=100,ours_s12=100
   else jobs=ours_fp8,native_fp8,suggest32; lim=ours_fp8=150,native_fp8=190,suggest32=150; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
+  ;;
+S13)  # session 13, after E13 while warm: the canvas-32 suggestions again under the env variants in S13_VARIANTS
+      # (';'-separated, each a space-separated list of VAR=value), to find what moved their first draft
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  IFS=';' read -ra variants <<< "${S13_VARIANTS:-DGEMMA_ATTN_FA3_PLAN=off}"
+  for v in "${variants[@]}"; do
+    ( [ -f /tmp/s13.env ] && . /tmp/s13.env; for kv in $v; do export "$kv"; done; env | grep -E 'DGEMMA_(ATTN|VLLM)'
+      timeout 200 python3 bench/gpu_step.py --parts vllm --vllm-jobs suggest32 --job-timeouts suggest32=190 \
+        --out "$OUT/gpu_step.jsonl" )
+  done
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh
