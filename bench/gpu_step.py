@@ -551,9 +551,11 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 
 
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
-    ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_combine")),
+    # our denoising kernels; until session 13 "_combine" here also caught the head-512 kernel's _combine_kernel
+    ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_state_kernel", "_inputs_kernel")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
-    ("attention", ("attn", "attention", "unified", "paged", "flash", "_wide_")),  # _wide_: our head-512 kernel
+    # _wide_ / _combine_kernel: our head-512 kernel and its split-key combine
+    ("attention", ("attn", "attention", "unified", "paged", "flash", "_wide_", "_combine_kernel")),
     ("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "sm90", "sm80", "ampere", "matmul", "splitk")),
     ("copy", ("memcpy", "memset", "copy", "Memcpy", "Memset", "fill", "index", "scatter", "gather")),
     ("fused_elementwise", ("triton_",)),

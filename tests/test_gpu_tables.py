@@ -47,3 +47,23 @@ def test_session_8_attention_sweep_and_profile() -> None:
     assert "| 256 | 1 | 0.12 |" in md  # vLLM's launch, one canvas
     assert "### Where a denoising step goes" in md and "| ours | 1024 | 1 | 14.31 | 14.03 |" in md
     assert "kernel_unified_attention" in md
+
+
+def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
+    """The profile's categories: our kernels where they belong (session 12 counted the head-512 kernel's combine
+    launches as sampling)."""
+    from gpu_step import kernel_category
+
+    cases = {
+        "_wide_kernel": "attention",
+        "_combine_kernel": "attention",
+        "void flash::prepare_varlen_num_blocks_kernel<1, false>(int, int, int, ": "attention",
+        "_row_kernel": "sampler",
+        "_accept_kernel": "sampler",
+        "_state_kernel": "sampler",
+        "_inputs_kernel": "sampler",
+        "fused_moe_kernel": "moe",
+        "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_TNT": "gemm",
+        "triton_red_fused_add_mul_rms_norm_2": "fused_elementwise",
+    }
+    assert {name: kernel_category(name) for name in cases} == cases
