@@ -3,6 +3,7 @@ the GPU test can use them without switching the process to interpreter mode."""
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import torch
@@ -80,3 +81,33 @@ def make_inputs_case(n: int, nd: int, cl: int, seed: int, device: str = "cpu") -
     )
     kw["t_min"][0] = kw["t_max"][0] = 0.0  # greedy: the temperature's floor
     return {k: v.to(device) for k, v in kw.items()}
+
+
+def check_update_against_reference(states: SimpleNamespace, kw: dict) -> None:
+    """Run ``canvas_state_update`` as the kernel on ``states`` / ``kw`` and as PyTorch on copies: every state tensor,
+    output and returned flag must be equal. (The kernel module is imported here, not at the top: importing triton
+    fixes its mode, which the CPU tests set first.)"""
+    from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update
+
+    ref_states, ref_kw = copy.deepcopy(states), copy.deepcopy(kw)
+    got = canvas_state_update(states, impl="triton", **kw)
+    want = canvas_state_update(ref_states, impl="torch", **ref_kw)
+    for f in FIELDS:
+        assert torch.equal(getattr(states, f), getattr(ref_states, f)), f
+    for f in ("pin_active", "sampled", "num_sampled"):
+        assert torch.equal(kw[f], ref_kw[f]), f
+    for f in ("new_step", "keep_self_conditioning", "final"):
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
+
+
+def check_inputs_against_reference(kw: dict):
+    """``step_inputs`` as the kernel and as PyTorch: equal (the temperature to 1e-6: FMA on the GPU); returns the
+    kernel's."""
+    from dgemma_lsp.backend.kernels.canvas_state import step_inputs
+
+    got = step_inputs(impl="triton", **kw)
+    want = step_inputs(impl="torch", **kw)
+    for f in ("seed", "pinned", "pinned_tokens", "width", "cap", "bound"):
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
+    torch.testing.assert_close(got.temperature, want.temperature, rtol=1e-6, atol=0)
+    return got

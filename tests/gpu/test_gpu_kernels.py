@@ -66,44 +66,26 @@ def test_in_kernel_sampling_follows_the_softmax() -> None:
     assert (freq2 - probs).abs().max() < 0.006
 
 
-@pytest.mark.parametrize("nd,st,seed", [(1, 2, 11), (4, 2, 12), (4, 3, 13)])
-def test_request_state_kernel_matches_reference_on_gpu(nd: int, st: int, seed: int) -> None:
-    """The plugin's request bookkeeping (backend/kernels/canvas_state.py) compiled for the GPU, canvas 256."""
-    import copy
+def _cases():
+    # the case builders and checks the CPU tests use (tests/canvas_state_cases.py: no triton import at its top)
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from canvas_state_cases import FIELDS, make_case
+    import canvas_state_cases
 
-    from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update
+    return canvas_state_cases
 
-    states, kw = make_case(8, nd, 256, st, seed, device="cuda")
-    ref_states, ref_kw = copy.deepcopy(states), copy.deepcopy(kw)
-    got = canvas_state_update(states, impl="triton", **kw)
-    want = canvas_state_update(ref_states, impl="torch", **ref_kw)
-    for f in FIELDS:
-        assert torch.equal(getattr(states, f), getattr(ref_states, f)), f
-    for f in ("pin_active", "sampled", "num_sampled"):
-        assert torch.equal(kw[f], ref_kw[f]), f
-    assert torch.equal(got.final, want.final) and torch.equal(got.new_step, want.new_step)
-    assert torch.equal(got.keep_self_conditioning, want.keep_self_conditioning)
+
+@pytest.mark.parametrize("nd,st,seed", [(1, 2, 11), (4, 2, 12), (4, 3, 13)])
+def test_request_state_kernel_matches_reference_on_gpu(nd: int, st: int, seed: int) -> None:
+    """The plugin's request bookkeeping (backend/kernels/canvas_state.py) compiled for the GPU, canvas 256."""
+    cases = _cases()
+    cases.check_update_against_reference(*cases.make_case(8, nd, 256, st, seed, device="cuda"))
 
 
 @pytest.mark.parametrize("nd,seed", [(1, 21), (4, 22)])
 def test_step_inputs_kernel_matches_reference_on_gpu(nd: int, seed: int) -> None:
     """The plugin's per-row step inputs (backend/kernels/canvas_state.py) compiled for the GPU, canvas 256."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from canvas_state_cases import make_inputs_case
-
-    from dgemma_lsp.backend.kernels.canvas_state import step_inputs
-
-    kw = make_inputs_case(8, nd, 256, seed, device="cuda")
-    got = step_inputs(impl="triton", **kw)
-    want = step_inputs(impl="torch", **kw)
-    for f in ("seed", "pinned", "pinned_tokens", "width", "cap", "bound"):
-        assert torch.equal(getattr(got, f), getattr(want, f)), f
-    torch.testing.assert_close(got.temperature, want.temperature, rtol=1e-6, atol=0)
+    cases = _cases()
+    cases.check_inputs_against_reference(cases.make_inputs_case(8, nd, 256, seed, device="cuda"))
