@@ -17,9 +17,9 @@ comma list of the pieces to keep, default all):
 * ``softcap`` — the final-logit softcap (tanh, 30) moves into the row kernel: the model hands the sampler the
   lm_head's logits uncapped instead of a capped fp32 copy. Steps that go to vLLM's own sampler (logprobs, tensor
   parallelism) get the capped logits. On the H200 it made no measurable difference (bench/RESULTS.md, session 11).
-* ``state_kernel`` — the request bookkeeping after a denoising step (step counter, next canvas, stability ring,
-  convergence, what the step emits) runs as one Triton launch (:mod:`.kernels.canvas_state`) instead of ~80 small
-  PyTorch ops.
+* ``state_kernel`` — the request bookkeeping around a denoising step runs as two Triton launches
+  (:mod:`.kernels.canvas_state`) instead of ~110 small PyTorch ops: before it the per-row temperature, noise seeds
+  and pins; after it the step counter, next canvas, stability ring, convergence and what the step emits.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's

@@ -248,3 +248,13 @@ def test_wide_attention_switch() -> None:
     for bad in bad_values:
         with pytest.raises(ValueError, match="DGEMMA_ATTN_WIDE"):
             parse_wide(bad)
+
+
+def test_fa3_plan_switch() -> None:
+    """``DGEMMA_ATTN_FA3_PLAN``: on unless set off; a value that is neither is refused with the variable's name."""
+    from dgemma_lsp.backend.vllm_attention import FA3_PLAN_ENV, parse_switch
+
+    assert parse_switch(FA3_PLAN_ENV, None) and parse_switch(FA3_PLAN_ENV, " ON ") and parse_switch(FA3_PLAN_ENV, "1")
+    assert not parse_switch(FA3_PLAN_ENV, "off") and not parse_switch(FA3_PLAN_ENV, "false")
+    with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_PLAN"):
+        parse_switch(FA3_PLAN_ENV, "sometimes")
