@@ -249,6 +249,41 @@ def fa3_plan(
     )  # fmt: skip
 
 
+def fa3_plans(
+    *,
+    q: Any,
+    k: Any,
+    cu_seqlens_q: Any,
+    causal: Any,
+    rows: tuple[Any, Any] | None,
+    seqused_k: Any,
+    max_seqlen_q: int,
+    block_table: Any,
+    window_size: tuple[int, int] | None,
+    softcap: float,
+    num_splits: int,
+) -> tuple[Any, ...]:
+    """The plans of :func:`fa3_canvas_attention`'s passes, in its order: one for a bool ``causal``; for per-request
+    flags the bidirectional pass's (over ``rows[0]``) then the causal pass's (over ``rows[1]``, :func:`fa3_rows`)."""
+    flags, used = ((causal,), (None,)) if isinstance(causal, bool) else ((False, True), rows)
+    return tuple(
+        fa3_plan(
+            q=q,
+            k=k,
+            cu_seqlens_q=cu_seqlens_q,
+            seqused_q=u,
+            seqused_k=seqused_k,
+            max_seqlen_q=max_seqlen_q,
+            block_table=block_table,
+            causal=flag,
+            window_size=window_size,
+            softcap=softcap,
+            num_splits=num_splits,
+        )  # fmt: skip
+        for flag, u in zip(flags, used, strict=True)
+    )
+
+
 def fa3_canvas_attention(
     *,
     q: Any,
@@ -509,24 +544,10 @@ def _build_classes() -> dict[str, Any]:
                              md.block_table.shape[1], md.max_query_len)  # fmt: skip
                     plans = kept["plans"].get(shape)
                     if plans is None:
-                        flags = (md.causal,) if isinstance(md.causal, bool) else (False, True)
-                        seqused = (None,) if rows is None else rows
-                        plans = tuple(
-                            fa3_plan(
-                                q=query,
-                                k=key_cache,
-                                cu_seqlens_q=md.query_start_loc,
-                                seqused_q=used,
-                                seqused_k=md.seq_lens,
-                                max_seqlen_q=md.max_query_len,
-                                block_table=md.block_table,
-                                causal=flag,
-                                window_size=self.sliding_window,
-                                softcap=self.logits_soft_cap,
-                                num_splits=fa3,
-                            )  # fmt: skip
-                            for flag, used in zip(flags, seqused, strict=True)
-                        )
+                        plans = fa3_plans(q=query, k=key_cache, cu_seqlens_q=md.query_start_loc, causal=md.causal,
+                                          rows=rows, seqused_k=md.seq_lens, max_seqlen_q=md.max_query_len,
+                                          block_table=md.block_table, window_size=self.sliding_window,
+                                          softcap=self.logits_soft_cap, num_splits=fa3)  # fmt: skip
                         kept["plans"][shape] = plans
                 fa3_canvas_attention(
                     q=query[:n],

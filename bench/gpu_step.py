@@ -236,24 +236,23 @@ def part_attention(
         WIDE_HEADS,
         fa3_available,
         fa3_canvas_attention,
-        fa3_plan,
+        fa3_plans,
         fa3_rows,
         launch_canvas_attention,
     )
 
     plan_cache: dict = {}
 
-    def fa3_plans(flag, canvas: int, common: dict, splits: int) -> tuple:
+    def step_plans(flag, canvas: int, common: dict, splits: int) -> tuple:
         """The engine's per-step plans for this call (made once per flag and case, as a step makes them once)."""
         key = (id(common["q"]), id(flag), flag if isinstance(flag, bool) else None)
         if key not in plan_cache:
             cu = common["cu_seqlens_q"]
-            flags, used = ((flag,), (None,)) if isinstance(flag, bool) else ((False, True), fa3_rows(cu, flag))
-            plan_cache[key] = (flag, common["q"], tuple(
-                fa3_plan(q=common["q"], k=common["k"], cu_seqlens_q=cu, seqused_q=u, seqused_k=common["seqused_k"],
-                         max_seqlen_q=canvas, block_table=common["block_table"], causal=f,
-                         window_size=common["window_size"], softcap=common["softcap"], num_splits=splits)
-                for f, u in zip(flags, used, strict=True)))  # fmt: skip
+            rows = None if isinstance(flag, bool) else fa3_rows(cu, flag)
+            plan_cache[key] = (flag, common["q"], fa3_plans(
+                q=common["q"], k=common["k"], cu_seqlens_q=cu, causal=flag, rows=rows, seqused_k=common["seqused_k"],
+                max_seqlen_q=canvas, block_table=common["block_table"], window_size=common["window_size"],
+                softcap=common["softcap"], num_splits=splits))  # fmt: skip
         return plan_cache[key][2]
 
     dev, bf = "cuda", torch.bfloat16
@@ -303,7 +302,7 @@ def part_attention(
 
                 def call(flag, out, cfg=cfg, canvas=canvas, common=common, desc=desc):
                     if cfg[0] in ("fa3", "fa3p"):
-                        plans = fa3_plans(flag, canvas, common, cfg[1]) if cfg[0] == "fa3p" else None
+                        plans = step_plans(flag, canvas, common, cfg[1]) if cfg[0] == "fa3p" else None
                         fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
                                              causal=flag, num_splits=cfg[1], plans=plans, **common)  # fmt: skip
                     elif cfg[0] == "wide":

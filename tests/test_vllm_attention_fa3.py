@@ -124,3 +124,39 @@ def test_fa3_is_not_called_with_an_op_it_does_not_fit() -> None:
     assert vllm_attention.fa3_signature_ok(names)
     assert not vllm_attention.fa3_signature_ok(names[:30])
     assert not vllm_attention.fa3_signature_ok(names[:9] + ["extra"] + names[9:])
+
+
+def test_each_pass_gets_the_plan_made_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FA3's per-step plans (``fa3_plans``) and the passes that use them: the bidirectional pass gets the plan made
+    without causality over the bidirectional rows, the causal pass the other one (a swap would schedule one pass's
+    tiles over the other's rows); a bool flag makes one plan for its single pass."""
+    made: list[tuple] = []
+
+    def fake_plan(**kw):  # a fake of FA3's get_scheduler_metadata, below the layer under test
+        made.append((kw["causal"], kw["seqused_q"]))
+        return f"plan-{len(made)}"
+
+    passes: list[tuple] = []
+
+    def record(*args) -> None:
+        passes.append((args[11], args[5], args[15]))  # causal, seqused_q, plan
+
+    monkeypatch.setattr(vllm_attention, "fa3_plan", fake_plan)
+    monkeypatch.setattr(vllm_attention, "_fa3_pass", record)
+    q = torch.zeros(12, HEADS, HEAD)
+    cu = torch.tensor([0, 6, 12], dtype=torch.int32)
+    flags = torch.tensor([True, False])
+    rows = vllm_attention.fa3_rows(cu, flags)
+    common = dict(q=q, k=q, cu_seqlens_q=cu, seqused_k=torch.tensor([9, 9], dtype=torch.int32),
+                  block_table=torch.zeros(2, 1, dtype=torch.int32), window_size=(-1, -1), softcap=0.0)  # fmt: skip
+    plans = vllm_attention.fa3_plans(causal=flags, rows=rows, max_seqlen_q=6, num_splits=1, **common)
+    assert made == [(False, rows[0]), (True, rows[1])] and plans == ("plan-1", "plan-2")
+    vllm_attention.fa3_canvas_attention(v=q, out=q, max_seqlen_q=6, max_seqlen_k=9, softmax_scale=1.0, causal=flags,
+                                        rows=rows, plans=plans, **common)  # fmt: skip
+    assert passes == [(False, rows[0], "plan-1"), (True, rows[1], "plan-2")]
+    made.clear()
+    passes.clear()
+    one = vllm_attention.fa3_plans(causal=True, rows=None, max_seqlen_q=6, num_splits=1, **common)
+    vllm_attention.fa3_canvas_attention(v=q, out=q, max_seqlen_q=6, max_seqlen_k=9, softmax_scale=1.0, causal=True,
+                                        plans=one, **common)  # fmt: skip
+    assert made == [(True, None)] and passes == [(True, None, "plan-1")]
