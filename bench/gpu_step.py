@@ -13,6 +13,16 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
   one engine step at a time (in-process engine core) so every step is timed: prefill, denoising step, commit step,
   at 1k/8k context, batch 1/4. Then a single-line suggestion through ``VLLMBackend`` (1k context cached, canvas
   32 on a canvas-64 engine, 8 steps), p50/p90.
+* ``attention`` — DiffusionGemma's canvas attention per head size: vLLM 0.26's launch against our tiles, FA3 (with
+  and without its per-step plan) and our head-512 kernel, each checked bidirectional, causal and mixed;
+  ``--attn-kinds`` limits the candidates, ``--attn-heads`` the head sizes, ``--attn-env FILE`` writes the picks
+  (``DGEMMA_ATTN_*`` exports, the head-512 kernel's per call size).
+
+``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
+denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left it, for a same-run comparison),
+``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
+``tests/gpu/fp8_deps.sh``), ``suggest`` / ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine). An engine
+job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
 
 The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
 decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
