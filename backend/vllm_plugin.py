@@ -20,6 +20,10 @@ comma list of the pieces to keep, default all):
 * ``state_kernel`` — the request bookkeeping around a denoising step runs as two Triton launches
   (:mod:`.kernels.canvas_state`) instead of ~110 small PyTorch ops: before it the per-row temperature, noise seeds
   and pins; after it the step counter, next canvas, stability ring, convergence and what the step emits.
+* ``ffn_overlap`` — each layer's dense MLP runs on a second CUDA stream beside its router + MoE (the two branches
+  read the same residual; the MoE is memory-bound, the MLP compute-bound at a canvas's token counts), through one
+  custom op (:mod:`.vllm_ffn`); our model class turns its MoE decoder layers into a subclass whose forward routes
+  the branches through it, only for the vLLM layer forward it was written against.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -43,7 +47,17 @@ from pathlib import Path
 from typing import Any
 
 ALL_FEATURES = frozenset(
-    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "moe_config", "attention"}
+    {
+        "sampler",
+        "commit_skip",
+        "extra_args",
+        "draft_tap",
+        "softcap",
+        "state_kernel",
+        "ffn_overlap",
+        "moe_config",
+        "attention",
+    }
 )
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
@@ -64,12 +78,14 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
         if unknown:
             raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
     if "sampler" not in feats:
-        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel"}
+        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
     return frozenset(feats)
 
 
-# Pieces that live in our sampler subclass, written against vLLM 0.26-0.31's DiffusionSampler internals.
-SAMPLER_FEATURES = frozenset({"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel"})
+# Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's DiffusionSampler internals.
+SAMPLER_FEATURES = frozenset(
+    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
+)
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
 OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
 
@@ -495,6 +511,13 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
         @staticmethod
         def get_model_state_cls():
             return DGemmaModelState
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if "ffn_overlap" in feats:
+                from .vllm_ffn import install
+
+                install(self)
 
         def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
             if not self.dgemma_raw_logits:

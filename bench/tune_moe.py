@@ -13,9 +13,11 @@ one CUDA graph, and keep the fastest. What differs, to fit a 10-minute device sl
 * vLLM's default config and the shipped file's config are timed in the same process, and the written file keeps,
   per M, whichever of the three was fastest (so the file never makes a size slower than what it replaces).
 
-    python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows $OUT/tune_moe.jsonl [--budget 300]
+    python3 bench/tune_moe.py --out-dir /tmp/moe-tuned --rows $OUT/tune_moe.jsonl [--budget 300] [--dtype fp8_w8a8]
 
 Writes ``E=128,N=704,device_name=<GPU>.json`` (vLLM's file name) into ``--out-dir`` and one JSON row per M.
+``--dtype fp8_w8a8``: the weights in fp8 with one scale per expert and matrix, activations quantized per tensor at
+run time (what vLLM's online ``--quantization fp8`` runs), file ``...,dtype=fp8_w8a8.json``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def space_large() -> list[dict]:
 
 
 _WEIGHTS: list = []
+DTYPE: list[str | None] = [None]  # None (bf16) or "fp8_w8a8": set once per process from --dtype
 
 
 def make_inputs(m: int, seed: int = 0):
@@ -58,8 +61,14 @@ def make_inputs(m: int, seed: int = 0):
 
     g = torch.Generator(device="cuda").manual_seed(seed + m)
     if not _WEIGHTS:
-        _WEIGHTS.append(torch.randn(E, 2 * N, K, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02)
-        _WEIGHTS.append(torch.randn(E, K, N, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02)
+        for shape in ((E, 2 * N, K), (E, K, N)):
+            w = torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
+            if DTYPE[0] == "fp8_w8a8":
+                scale = w.abs().amax(dim=(1, 2)).float() / torch.finfo(torch.float8_e4m3fn).max
+                w = (w / scale[:, None, None].to(w.dtype)).to(torch.float8_e4m3fn)
+                _WEIGHTS.append((w, scale))
+            else:
+                _WEIGHTS.append((w, None))
     x = torch.randn(m, K, device="cuda", dtype=torch.bfloat16, generator=g)
     logits = torch.randn(m, E, device="cuda", dtype=torch.float32, generator=g)
     weights, ids = torch.topk(logits.softmax(-1), TOPK, dim=-1)
@@ -71,11 +80,16 @@ def runner(m: int):
     from vllm.model_executor.layers.fused_moe.activation import MoEActivation
     from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts
 
-    x, w1, w2, tw, ti = make_inputs(m)
+    x, (w1, s1), (w2, s2), tw, ti = make_inputs(m)
+    quant = None
+    if DTYPE[0] == "fp8_w8a8":
+        from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
+
+        quant = fp8_w8a8_moe_quant_config(w1_scale=s1, w2_scale=s2)  # activations: dynamic per-tensor scales
 
     def run(config: dict):
         with override_config(dict(config)):
-            return fused_experts(x, w1, w2, tw, ti, activation=MoEActivation.GELU_TANH)
+            return fused_experts(x, w1, w2, tw, ti, activation=MoEActivation.GELU_TANH, quant_config=quant)
 
     return run
 
@@ -107,9 +121,9 @@ def time_config(run, config: dict, iters: int = 20) -> float:
     return lat[len(lat) // 2]
 
 
-def compile_worker(job: tuple[list[int], list[dict]]) -> list[str]:
+def compile_worker(job: tuple[list[int], list[dict], str | None]) -> list[str]:
     """Pool worker: run each config once per M so Triton compiles it into the shared cache; return the bad ones."""
-    ms, configs = job
+    ms, configs, DTYPE[0] = job
     bad = []
     runs = {m: runner(m) for m in ms}
     for c in configs:
@@ -127,13 +141,15 @@ def main() -> None:
     ap.add_argument("--rows", default="")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds; stops searching (keeps what it has)")
     ap.add_argument("--procs", type=int, default=max(2, min(14, (os.cpu_count() or 4) - 2)))
+    ap.add_argument("--dtype", default="", choices=["", "fp8_w8a8"], help="default: bf16 weights and activations")
     args = ap.parse_args()
+    DTYPE[0] = args.dtype or None
     t0 = time.monotonic()
     import torch
     import torch.multiprocessing as mp
     from vllm.model_executor.layers.fused_moe.fused_moe import get_config_file_name, get_default_config
 
-    fname = get_config_file_name(E, N, None)
+    fname = get_config_file_name(E, N, DTYPE[0])
     shipped_file = SHIPPED / fname
     shipped = {int(k): v for k, v in json.loads(shipped_file.read_text()).items() if k.isdigit()} if \
         shipped_file.exists() else {}  # fmt: skip
@@ -151,17 +167,17 @@ def main() -> None:
         n = max(1, args.procs)
         for i in range(n):
             if space[i::n]:
-                chunks.append((ms, space[i::n]))
+                chunks.append((ms, space[i::n], DTYPE[0]))
     ctx = mp.get_context("spawn")
     with ctx.Pool(args.procs) as pool:
         bad = set(itertools.chain.from_iterable(pool.map(compile_worker, chunks)))
     emit({"part": "tune_moe", "event": "compiled", "s": round(time.monotonic() - t0, 1), "invalid": len(bad),
-          "gpu": torch.cuda.get_device_name()})  # fmt: skip
+          "gpu": torch.cuda.get_device_name(), "dtype": DTYPE[0] or "bf16"})  # fmt: skip
 
     best: dict[int, dict] = {}
     for m in SMALL_M + LARGE_M:
         run = runner(m)
-        default = {k: v for k, v in get_default_config(m, E, N, K, TOPK, None).items() if k in KEYS}
+        default = {k: v for k, v in get_default_config(m, E, N, K, TOPK, DTYPE[0]).items() if k in KEYS}
         near = shipped[min(shipped, key=lambda k: abs(k - m))] if shipped else None
         cands = [("default", default)] + ([("shipped", near)] if near else [])
         space = space_small() if m in SMALL_M else space_large()
@@ -178,7 +194,7 @@ def main() -> None:
         us, src, c = timed[0]
         ref = {s: round(t, 1) for t, s, _ in timed if s in ("default", "shipped")}
         best[m] = c
-        emit({"part": "tune_moe", "M": m, "best_us": round(us, 1), "from": src, "default_us": ref.get("default"),
+        emit({"part": "tune_moe", "dtype": DTYPE[0] or "bf16", "M": m, "best_us": round(us, 1), "from": src, "default_us": ref.get("default"),
               "shipped_us": ref.get("shipped"), "tried": len(timed), "config": c})  # fmt: skip
         del run
         torch.cuda.empty_cache()

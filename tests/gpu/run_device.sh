@@ -58,6 +58,8 @@
 #            attention sweep with the head-512 kernel's candidates, its pick to /tmp/attn.env; the tiny vLLM tests;
 #            ours (steps b1 / b4 / 8k) with the pick)
 #   run D12: carry nothing command: bash tests/gpu/run_device.sh D12 (native, ours with the pick, the profile, suggestions)
+#   second machine: A11, B11, then E12 (carry .kit3 .kit4/fa3.xz.ac: install; the head-512 kernel with split key
+#            ranges: GPU parity, sweep; ours, the profile and native with the pick)
 # Session 13, issue 4 (the request-state kernel, FA3's scheduler plan once per step, head-512 tiles per call size):
 #   run A13: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A13   (stage; GPU kernel parity)
 #   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
@@ -68,11 +70,16 @@
 #            .kit5 = two pure-Python wheels vLLM's fp8 imports, `bash tests/gpu/fp8_deps.sh`)
 #   run S13: carry nothing command: S13_VARIANTS="A=1 B=2;C=off" bash tests/gpu/run_device.sh S13 (suggestions per
 #            env variant)
-#   second machine: A11, B11, then E12 (carry .kit3 .kit4/fa3.xz.ac: install; the head-512 kernel with split key
-#            ranges: GPU parity, sweep; ours, the profile and native with the pick)
+# Session 14, issue 4 (the dense MLP beside the MoE on a second stream; the fused-MoE config for fp8 weights):
+#   run A14: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A14   (stage; GPU parity)
+#   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
+#   run C14: carry .kit3 .kit4/fa3.xz.ac .kit5   command: bash tests/gpu/run_device.sh C14   (install; FFN-overlap
+#            tests with vLLM, tiny vLLM tests; fp8 fused-MoE tuning)
+#   run D14: carry nothing command: bash tests/gpu/run_device.sh D14 (ours, ours without the overlap, profile, native)
+#   run E14: carry nothing command: bash tests/gpu/run_device.sh E14 (fp8: ours timed + profiled; suggestions; native)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -368,6 +375,33 @@ S13)  # session 13, after E13 while warm: the canvas-32 suggestions again under 
       timeout 200 python3 bench/gpu_step.py --parts vllm --vllm-jobs suggest32 --job-timeouts suggest32=190 \
         --out "$OUT/gpu_step.jsonl" )
   done
+  ;;
+A14)  # session 14: stage; GPU parity of the kernels and the two-stream FFN branches (no vLLM yet)
+  bash .kit1/stage.sh; fa3_stage
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 200 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py tests/gpu/test_gpu_ffn_overlap.py
+  ;;
+C14)  # session 14 (after A14 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): install vLLM, FA3 and the fp8 deps; the
+      # FFN-overlap tests with vLLM (its layer forward is the one the piece restates; the tiny engine with the piece
+      # on and off gives the same tokens); then vLLM's fused-MoE tuning for the fp8 weights (to /tmp/moe-tuned,
+      # which install_shim puts beside the shipped bf16 file; the file comes back in $OUT)
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 260 "${PYT[@]}" tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_vllm_backend.py
+  left=$(( 585 - ($(date +%s) - T0) ))
+  [ "$left" -gt 90 ] && timeout "$left" python3 bench/tune_moe.py --dtype fp8_w8a8 --out-dir /tmp/moe-tuned \
+    --rows "$OUT/tune_moe.jsonl" --budget "$((left - 60))"
+  cp /tmp/moe-tuned/*.json "$OUT/" 2>/dev/null
+  ;;
+D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours (FFN overlap on), ours without it, the profile,
+      # native vLLM at 1k; E14 fp8 weights: ours timed and profiled, then the canvas-32 suggestions
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  if [ "$N" = D14 ]; then jobs=ours,ours_noovl,profile,native; lim=ours=110,ours_noovl=90,profile=90,native=190
+  else jobs=ours_fp8_profile,suggest32,native_fp8; lim=ours_fp8_profile=200,suggest32=150,native_fp8=190; fi
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
+    --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
 T|T2)  # issue 8, session 4: training in the foreground, one run each (no kit; carry .train_data/pack.jsonl.gz)
   # T: from TRAIN_INIT (unset: from scratch); T2 right after, while warm: continue from T's checkpoint with a fresh

@@ -176,3 +176,45 @@ def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend)
     print(f"cancel: {n_after} draft(s) after cancel, stream closed after {dt * 1000:.1f} ms, {left} left in engine")
     assert n_after <= 1
     assert left == 0
+
+
+def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
+    # ``ffn_overlap`` (on in ``backend``) runs each layer's dense MLP on a second CUDA stream beside its MoE; an
+    # engine with the piece off must draft and commit the same seeded canvases
+    import os
+
+    from dgemma_lsp.backend.vllm_backend import VLLMBackend
+    from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES
+
+    assert "ffn_overlap" in backend.info().detail["plugin_features"]
+
+    def canvases(b) -> list[list[int]]:
+        out = []
+        for seed in (42, 7):
+            req = CanvasRequest(prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5,
+                                rng_seed=seed, want_drafts=True)  # fmt: skip
+            out += [list(e.token_ids) for e in run(_events(b, req)) if isinstance(e, (Draft, Committed))]
+        return out
+
+    on = canvases(backend)
+    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
+    off = VLLMBackend(
+        str(tiny_for_vllm()),
+        canvas_length=CANVAS,
+        max_denoising_steps=48,
+        max_model_len=2048,
+        gpu_memory_utilization=0.2,
+        enforce_eager=True,
+        plugin_features=",".join(sorted(ALL_FEATURES - {"ffn_overlap"})),
+    )
+    try:
+        run(off.start())
+        assert "ffn_overlap" not in off.info().detail["plugin_features"]
+        assert canvases(off) == on and len(on) > 4
+    finally:
+        run(off.aclose())
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
