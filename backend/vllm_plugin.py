@@ -512,8 +512,9 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
         def get_model_state_cls():
             return DGemmaModelState
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+        # keyword-only vllm_config as in vLLM's class: vLLM reads this signature to decide what to pass
+        def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
+            super().__init__(vllm_config=vllm_config, prefix=prefix)
             if "ffn_overlap" in feats:
                 from .vllm_ffn import install
 
