@@ -393,7 +393,12 @@ C14)  # session 14 (after A14 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): insta
   left=$(( 585 - ($(date +%s) - T0) ))
   [ "$left" -gt 90 ] && timeout "$left" python3 bench/tune_moe.py --dtype fp8_w8a8 --out-dir /tmp/moe-tuned \
     --rows "$OUT/tune_moe.jsonl" --budget "$((left - 60))"
-  cp /tmp/moe-tuned/*.json "$OUT/" 2>/dev/null
+  cp /tmp/moe-tuned/*.json "$OUT/moe_tuned_fp8.json" 2>/dev/null
+  ;;
+V14)  # while warm after C14: the tiny vLLM tests again (after a fix), the tuned fp8 file back under a plain name
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  cp /tmp/moe-tuned/*.json "$OUT/moe_tuned_fp8.json" 2>/dev/null
+  timeout 300 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
 D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours (FFN overlap on), ours without it, the profile,
       # native vLLM at 1k; E14 fp8 weights: ours timed and profiled, then the canvas-32 suggestions
