@@ -87,24 +87,32 @@ def _op_fake(x_mlp: Any, x_moe: Any, router_logits: Any, key: str) -> list:
     return [torch.empty_like(x_mlp), torch.empty_like(x_moe)]
 
 
+def op_functions() -> tuple[Callable, Callable]:
+    """The op and its fake (shapes only, for torch.compile's tracing), with real (not stringified) annotations:
+    the op's schema is inferred from them."""
+    import torch
+
+    def dgemma_ffn_overlap(x_mlp, x_moe, router_logits, key):  # noqa: ANN001, ANN202
+        return _op(x_mlp, x_moe, router_logits, key)
+
+    def dgemma_ffn_overlap_fake(x_mlp, x_moe, router_logits, key):  # noqa: ANN001, ANN202
+        return _op_fake(x_mlp, x_moe, router_logits, key)
+
+    ann = {"x_mlp": torch.Tensor, "x_moe": torch.Tensor, "router_logits": torch.Tensor, "key": str,
+           "return": list[torch.Tensor]}  # fmt: skip
+    for fn in (dgemma_ffn_overlap, dgemma_ffn_overlap_fake):
+        fn.__annotations__ = dict(ann)
+    return dgemma_ffn_overlap, dgemma_ffn_overlap_fake
+
+
 def register_op() -> None:
     """Define ``torch.ops.vllm.dgemma_ffn_overlap`` once per process (vLLM's helper: schema from the signature)."""
     if _STATE.get("op"):
         return
-    import torch
     from vllm.utils.torch_utils import direct_register_custom_op
 
-    def dgemma_ffn_overlap(
-        x_mlp: torch.Tensor, x_moe: torch.Tensor, router_logits: torch.Tensor, key: str
-    ) -> list[torch.Tensor]:
-        return _op(x_mlp, x_moe, router_logits, key)
-
-    def dgemma_ffn_overlap_fake(
-        x_mlp: torch.Tensor, x_moe: torch.Tensor, router_logits: torch.Tensor, key: str
-    ) -> list[torch.Tensor]:
-        return _op_fake(x_mlp, x_moe, router_logits, key)
-
-    direct_register_custom_op(OP_NAME, dgemma_ffn_overlap, mutates_args=[], fake_impl=dgemma_ffn_overlap_fake)
+    op, fake = op_functions()
+    direct_register_custom_op(OP_NAME, op, mutates_args=[], fake_impl=fake)
     _STATE["op"] = True
 
 

@@ -50,3 +50,16 @@ def test_the_version_guard_hashes_source_text() -> None:
     assert len(source_hash(f)) == 64 and source_hash(f) == source_hash(f)
     assert source_hash(f) not in KNOWN_FORWARDS
     assert all(len(h) == 64 for h in KNOWN_FORWARDS)
+
+
+def test_the_op_schema_can_be_inferred() -> None:
+    # vLLM registers the op with a schema inferred from the annotations (stringified ones fail on the device)
+    from torch.library import infer_schema
+
+    from dgemma_lsp.backend.vllm_ffn import op_functions
+
+    for fn in op_functions():
+        assert (
+            infer_schema(fn, mutates_args=())
+            == "(Tensor x_mlp, Tensor x_moe, Tensor router_logits, str key) -> Tensor[]"
+        )
