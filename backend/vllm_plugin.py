@@ -1,7 +1,7 @@
 """Our DiffusionGemma plugin for vLLM 0.26-0.31 (``vllm.general_plugins`` entry point ``dgemma_lsp``).
 
 What it adds, each piece switchable (``DGEMMA_VLLM_PLUGIN=0`` turns all off; ``DGEMMA_VLLM_PLUGIN_FEATURES`` is a
-comma list of the pieces to keep, default all):
+comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overlap``; ``all``: every piece):
 
 * ``sampler`` — a registry entry for ``DiffusionGemmaForBlockDiffusion`` pointing at a subclass of vLLM's model
   whose model state hands the runner our sampler (a subclass of vLLM's ``DiffusionSampler``). Its denoising step
@@ -20,10 +20,11 @@ comma list of the pieces to keep, default all):
 * ``state_kernel`` — the request bookkeeping around a denoising step runs as two Triton launches
   (:mod:`.kernels.canvas_state`) instead of ~110 small PyTorch ops: before it the per-row temperature, noise seeds
   and pins; after it the step counter, next canvas, stability ring, convergence and what the step emits.
-* ``ffn_overlap`` — each layer's dense MLP runs on a second CUDA stream beside its router + MoE (the two branches
-  read the same residual; the MoE is memory-bound, the MLP compute-bound at a canvas's token counts), through one
-  custom op (:mod:`.vllm_ffn`); our model class turns its MoE decoder layers into a subclass whose forward routes
-  the branches through it, only for the vLLM layer forward it was written against.
+* ``ffn_overlap`` (opt-in) — each layer's dense MLP runs on a second CUDA stream beside its router + MoE (the two
+  branches read the same residual; the MoE is memory-bound, the MLP compute-bound at a canvas's token counts),
+  through one custom op (:mod:`.vllm_ffn`); our model class turns its MoE decoder layers into a subclass whose
+  forward routes the branches through it, only for the vLLM layer forward it was written against. On the H200 it
+  changed no denoising step (the fused-MoE kernel keeps every SM busy) and slowed the commit step: off by default.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -59,6 +60,9 @@ ALL_FEATURES = frozenset(
         "attention",
     }
 )
+# opt-in pieces: measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and trained weights
+OPT_IN_FEATURES = frozenset({"ffn_overlap"})
+DEFAULT_FEATURES = ALL_FEATURES - OPT_IN_FEATURES
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -70,7 +74,9 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
     if env.get("DGEMMA_VLLM_PLUGIN", "1").strip().lower() in ("0", "false", "no", "off"):
         return frozenset()
     raw = env.get("DGEMMA_VLLM_PLUGIN_FEATURES")
-    if raw is None or raw.strip().lower() in ("", "all"):
+    if raw is None or raw.strip().lower() in ("", "default"):
+        feats = set(DEFAULT_FEATURES)
+    elif raw.strip().lower() == "all":
         feats = set(ALL_FEATURES)
     else:
         feats = {f.strip() for f in raw.split(",") if f.strip()}

@@ -67,12 +67,3 @@ def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
         "triton_red_fused_add_mul_rms_norm_2": "fused_elementwise",
     }
     assert {name: kernel_category(name) for name in cases} == cases
-
-
-def test_the_no_overlap_job_keeps_every_other_plugin_piece() -> None:
-    """``ours_noovl`` measures ``ffn_overlap`` alone: it must switch off that piece and nothing else."""
-    from gpu_step import NO_OVERLAP
-
-    from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES
-
-    assert NO_OVERLAP == ALL_FEATURES - {"ffn_overlap"}

@@ -16,7 +16,7 @@ from dgemma_lsp.backend.vllm_backend import (
     detect_features,
     map_request,
 )
-from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, enabled_features, kernel_options, register
+from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, enabled_features, kernel_options, register
 from dgemma_lsp.config import Settings
 
 try:
@@ -26,7 +26,7 @@ try:
 except ImportError:
     HAVE_VLLM = False
 
-OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
+OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=DEFAULT_FEATURES)
 OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
 NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
 
@@ -40,7 +40,7 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
 
 
 def test_plugin_features_are_switchable_by_environment() -> None:
-    assert enabled_features({}) == ALL_FEATURES
+    assert enabled_features({}) == DEFAULT_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == frozenset()
     assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,draft_tap"}) == {"sampler", "draft_tap"}
     # the per-request pieces live in our sampler: without it they are off

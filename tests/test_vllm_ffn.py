@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dgemma_lsp.backend.vllm_ffn import KNOWN_FORWARDS, MIN_TOKENS_ENV, parse_min_tokens, run_branches, source_hash
-from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, enabled_features
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, DEFAULT_FEATURES, enabled_features
 
 
 def test_min_tokens_setting() -> None:
@@ -36,8 +36,11 @@ def test_without_a_side_stream_the_branches_run_in_order_on_their_own_inputs() -
     torch.testing.assert_close(b, x_moe * logits.softmax(-1)[:, :1])
 
 
-def test_the_piece_is_part_of_our_model_class() -> None:
-    assert "ffn_overlap" in ALL_FEATURES
+def test_the_piece_is_opt_in_and_part_of_our_model_class() -> None:
+    # measured no gain on the H200 (bench/RESULTS.md, session 14): off unless asked for
+    assert "ffn_overlap" in ALL_FEATURES and "ffn_overlap" not in DEFAULT_FEATURES
+    assert enabled_features({}) == DEFAULT_FEATURES
+    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "all"}) == ALL_FEATURES
     # it lives in the model class the ``sampler`` registry entry brings: without that entry it is off
     assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "ffn_overlap,moe_config"}) == {"moe_config"}
     assert "ffn_overlap" in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,ffn_overlap"})

@@ -75,7 +75,7 @@
 #   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
 #   run C14: carry .kit3 .kit4/fa3.xz.ac .kit5   command: bash tests/gpu/run_device.sh C14   (install; FFN-overlap
 #            tests with vLLM, tiny vLLM tests; fp8 fused-MoE tuning)
-#   run D14: carry nothing command: bash tests/gpu/run_device.sh D14 (ours, ours without the overlap, profile, native)
+#   run D14: carry nothing command: bash tests/gpu/run_device.sh D14 (ours, ours with the opt-in overlap, profile, native)
 #   run E14: carry nothing command: bash tests/gpu/run_device.sh E14 (fp8: ours timed + profiled; suggestions; native)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
@@ -400,10 +400,11 @@ V14)  # while warm after C14: the tiny vLLM tests again (after a fix), the tuned
   cp /tmp/moe-tuned/*.json "$OUT/moe_tuned_fp8.json" 2>/dev/null
   timeout 300 "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py
   ;;
-D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours (FFN overlap on), ours without it, the profile,
-      # native vLLM at 1k; E14 fp8 weights: ours timed and profiled, then the canvas-32 suggestions
+D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours, ours with the opt-in FFN overlap, the profile,
+      # native vLLM (session 14 ran it with the overlap as the default: JOBS=ours,ours_noovl,profile,native at commit
+      # 1b7731a); E14 fp8 weights: ours timed and profiled, then the canvas-32 suggestions
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  if [ "$N" = D14 ]; then jobs=ours,ours_noovl,profile,native; lim=ours=110,ours_noovl=90,profile=90,native=190
+  if [ "$N" = D14 ]; then jobs=ours,ours_ffn_overlap,profile,native; lim=ours=150,ours_ffn_overlap=150,profile=90,native=190
   else jobs=ours_fp8_profile,suggest32,native_fp8; lim=ours_fp8_profile=200,suggest32=150,native_fp8=190; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"

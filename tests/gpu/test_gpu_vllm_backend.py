@@ -179,14 +179,13 @@ def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend)
 
 
 def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
-    # ``ffn_overlap`` (on in ``backend``) runs each layer's dense MLP on a second CUDA stream beside its MoE; an
-    # engine with the piece off must draft and commit the same seeded canvases
+    # ``ffn_overlap`` (opt-in; off in ``backend``) runs each layer's dense MLP on a second CUDA stream beside its
+    # MoE: an engine with the piece on must draft and commit the same seeded canvases
     import os
 
     from dgemma_lsp.backend.vllm_backend import VLLMBackend
-    from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES
 
-    assert "ffn_overlap" in backend.info().detail["plugin_features"]
+    assert "ffn_overlap" not in backend.info().detail["plugin_features"]
 
     def canvases(b) -> list[list[int]]:
         out = []
@@ -196,23 +195,23 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
             out += [list(e.token_ids) for e in run(_events(b, req)) if isinstance(e, (Draft, Committed))]
         return out
 
-    on = canvases(backend)
+    off = canvases(backend)
     saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
-    off = VLLMBackend(
+    other = VLLMBackend(
         str(tiny_for_vllm()),
         canvas_length=CANVAS,
         max_denoising_steps=48,
         max_model_len=2048,
         gpu_memory_utilization=0.2,
         enforce_eager=True,
-        plugin_features=",".join(sorted(ALL_FEATURES - {"ffn_overlap"})),
+        plugin_features="all",
     )
     try:
-        run(off.start())
-        assert "ffn_overlap" not in off.info().detail["plugin_features"]
-        assert canvases(off) == on and len(on) > 4
+        run(other.start())
+        assert "ffn_overlap" in other.info().detail["plugin_features"]
+        assert canvases(other) == off and len(off) > 4
     finally:
-        run(off.aclose())
+        run(other.aclose())
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
