@@ -384,14 +384,14 @@ A14)  # session 14: stage; GPU parity of the kernels and the two-stream FFN bran
 C14)  # session 14 (after A14 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): install vLLM, FA3 and the fp8 deps; the
       # FFN-overlap tests with vLLM (its layer forward is the one the piece restates; the tiny engine with the piece
       # on and off gives the same tokens); then vLLM's fused-MoE tuning for the fp8 weights (to /tmp/moe-tuned,
-      # which install_shim puts beside the shipped bf16 file; the file comes back in $OUT)
+      # which install_shim puts beside the shipped bf16 file; the file comes back in $OUT; TUNE=0 skips it)
   bash .kit3/install.sh || exit 3
   fa3_stage; fa3_install
   for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 260 "${PYT[@]}" tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_vllm_backend.py
   left=$(( 585 - ($(date +%s) - T0) ))
-  [ "$left" -gt 90 ] && timeout "$left" python3 bench/tune_moe.py --dtype fp8_w8a8 --out-dir /tmp/moe-tuned \
+  [ "${TUNE:-1}" = 1 ] && [ "$left" -gt 90 ] && timeout "$left" python3 bench/tune_moe.py --dtype fp8_w8a8 --out-dir /tmp/moe-tuned \
     --rows "$OUT/tune_moe.jsonl" --budget "$((left - 60))"
   cp /tmp/moe-tuned/*.json "$OUT/moe_tuned_fp8.json" 2>/dev/null
   ;;
