@@ -4,6 +4,8 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
 
 * ``floors``  — measured copy bandwidth and bf16 matmul rate, and from them each step's floor (weight bytes the
   step must read, counting the experts its tokens touch, over bandwidth; FLOPs over the matmul rate).
+* ``parts_floor`` — no GPU: a step's floor part by part when the parts run one after another
+  (:func:`step_parts_floor`), at the H200's data-sheet peaks and at the ceilings session 3 measured on it.
 * ``kernels`` — the sampling part of one step alone (vocab 262144): vLLM 0.26's pipeline (its
   ``_compiled_sample_step`` phases re-stated in PyTorch, eager and ``torch.compile``) vs our two Triton kernels.
 * ``transformers`` — transformers 5.x built from the real config in bf16 on the GPU: prefill 1k/8k and one
@@ -115,6 +117,50 @@ def step_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024)
         "flops_ms": round(fl / flops * 1e3, 2),
         "floor_ms": round(max(nbytes / bw, fl / flops) * 1e3, 2),
     }
+
+
+# H200 SXM data-sheet peaks: HBM3e bandwidth and dense bf16 tensor-core rate (the most generous ceilings)
+H200_SPEC = {"bw": 4.8e12, "flops": 989e12}
+
+
+def step_parts_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024) -> dict:
+    """Floor of a denoising step over ``tokens`` canvas tokens (canvases of 256) when its parts run one after the
+    other, as vLLM runs them: each part at the larger of its bytes over ``bw`` and its FLOPs over ``flops`` (bf16),
+    summed. ``step_floor`` lets all parts overlap; this one does not, and is the floor to hold a profile against:
+
+    * ``moe``: the experts the tokens touch (every one of 128 from 256 tokens up), memory-bound at canvas sizes;
+    * ``dense``: attention projections, the dense MLP, the router and the self-conditioning MLP;
+    * ``lm_head`` and ``self_cond``: the two vocabulary-sized matmuls (logits; softmax @ embedding);
+    * ``attention``: the canvas rows over the cached context plus the canvas;
+    * ``sampling``: the logits read, the probabilities written and read back (the row kernel's traffic)."""
+    h, layers, e, k, ne = (cfg[x] for x in ("hidden_size", "num_hidden_layers", "num_experts", "top_k_experts",
+                                             "moe_intermediate_size"))  # fmt: skip
+    inter, v = cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kvh, hd, gkvh, ghd = (cfg[x] for x in ("num_attention_heads", "num_key_value_heads", "head_dim",
+                                                  "num_global_key_value_heads", "global_head_dim"))  # fmt: skip
+    n_full = sum(t == "full_attention" for t in cfg["layer_types"])
+    n_slide = layers - n_full
+    linear = (n_slide * (h * heads * hd * 2 + h * kvh * hd * 2) + n_full * (h * heads * ghd * 2 + h * gkvh * ghd)
+              + layers * (3 * h * inter + h * e) + 3 * h * inter)  # fmt: skip
+    expert = 3 * h * ne
+    touched = e * (1 - (1 - k / e) ** tokens)
+    keys, canvases = ctx + 256, max(1, tokens // 256)
+
+    def part(nbytes: float, fl: float) -> float:
+        return max(nbytes / bw, fl / flops) * 1e3
+
+    out = {
+        "moe": part(2 * layers * touched * expert, 2 * tokens * layers * k * expert),
+        "dense": part(2 * linear, 2 * tokens * linear),
+        "lm_head": part(2 * v * h, 2 * tokens * v * h),
+        "self_cond": part(2 * v * h, 2 * tokens * v * h),
+        "attention": part(
+            canvases * 2 * keys * (n_slide * kvh * hd + n_full * gkvh * ghd) * 2,
+            4 * tokens * keys * heads * (n_slide * hd + n_full * ghd),
+        ),  # fmt: skip
+        "sampling": part(3 * 2 * tokens * v, 0),
+    }
+    return {name: round(ms, 2) for name, ms in out.items()} | {"sum_ms": round(sum(out.values()), 2)}
 
 
 # ------------------------------------------------------------------------------------------------ kernels
@@ -790,6 +836,13 @@ def main() -> None:
     if args.child == "suggest":
         return vllm_suggest_child(args)
     parts = args.parts.split(",")
+    if "parts_floor" in parts:
+        cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
+        spec = ("H200 data sheet", H200_SPEC["bw"], H200_SPEC["flops"])
+        for ceilings, bw, fl in (spec, ("H200 measured, session 3", 4.218e12, 681e12)):
+            for tokens in (256, 1024):
+                emit({"part": "parts_floor", "ceilings": ceilings, "TBps": bw / 1e12, "TFLOPs": fl / 1e12,
+                      "tokens": tokens, **step_parts_floor(cfg, tokens, bw, fl)})  # fmt: skip
     if "floors" in parts:
         part_floors()
     if "kernels" in parts:

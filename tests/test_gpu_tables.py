@@ -67,3 +67,22 @@ def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
         "triton_red_fused_add_mul_rms_norm_2": "fused_elementwise",
     }
     assert {name: kernel_category(name) for name in cases} == cases
+
+
+def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls() -> None:
+    """The floor session 14 holds batch 4 against: the experts' bytes (every expert read once) plus the matmuls'
+    FLOPs, which grow with the canvas tokens while the expert bytes do not."""
+    import json
+
+    import pytest
+
+    from gpu_step import CONFIG_DIR, H200_SPEC, step_parts_floor
+
+    cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
+    b1 = step_parts_floor(cfg, 256, H200_SPEC["bw"], H200_SPEC["flops"])
+    b4 = step_parts_floor(cfg, 1024, H200_SPEC["bw"], H200_SPEC["flops"])
+    # 30 layers x 128 experts x 3 x 2816 x 704 bf16 = 45.7 GB at 4.8 TB/s, from one canvas on
+    assert b1["moe"] == b4["moe"] == 9.52
+    assert b4["dense"] == pytest.approx(4 * b1["dense"], abs=0.05)  # compute-bound: 4x the tokens, 4x the time
+    assert b4["sum_ms"] == pytest.approx(sum(v for k, v in b4.items() if k != "sum_ms"), abs=0.02)
+    assert 16.5 < b4["sum_ms"] < 17.8 and 11.0 < b1["sum_ms"] < 11.8
