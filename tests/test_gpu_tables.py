@@ -75,7 +75,6 @@ def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls(
     import json
 
     import pytest
-
     from gpu_step import CONFIG_DIR, H200_SPEC, step_parts_floor
 
     cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
