@@ -90,20 +90,28 @@ def part_floors() -> dict:
     return {"bw": bw, "flops": flops}
 
 
-def step_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024) -> dict:
-    """Bytes a denoising step over ``tokens`` canvas tokens must read (bf16 weights, touched experts, KV)."""
+def _arch(cfg: dict, tokens: int) -> tuple:
+    """The sizes both floors need: (hidden, layers, experts, top-k, intermediate, vocab, heads, KV heads, head dim,
+    full-attention KV heads and head dim, full and sliding layer counts, params of a sliding / full layer's attention
+    projections (full layers: k == v), of one expert, and the experts the step's tokens are expected to touch)."""
     h, layers, e, k, ne = (cfg[x] for x in ("hidden_size", "num_hidden_layers", "num_experts", "top_k_experts",
                                              "moe_intermediate_size"))  # fmt: skip
     inter, v = cfg["intermediate_size"], cfg["vocab_size"]
     heads, kvh, hd, gkvh, ghd = (cfg[x] for x in ("num_attention_heads", "num_key_value_heads", "head_dim",
                                                   "num_global_key_value_heads", "global_head_dim"))  # fmt: skip
     n_full = sum(t == "full_attention" for t in cfg["layer_types"])
-    n_slide = layers - n_full
     attn_slide = h * heads * hd * 2 + h * kvh * hd * 2  # q, o + k, v
     attn_full = h * heads * ghd * 2 + h * gkvh * ghd  # k == v on full layers
-    dense = 3 * h * inter
-    expert = 3 * h * ne
     touched = e * (1 - (1 - k / e) ** tokens)  # expected distinct experts hit by the step's tokens
+    return (h, layers, e, k, inter, v, heads, kvh, hd, gkvh, ghd, n_full, layers - n_full, attn_slide, attn_full,
+            3 * h * ne, touched)  # fmt: skip
+
+
+def step_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024) -> dict:
+    """Bytes a denoising step over ``tokens`` canvas tokens must read (bf16 weights, touched experts, KV)."""
+    (h, layers, e, k, inter, v, heads, kvh, hd, gkvh, ghd, n_full, n_slide, attn_slide, attn_full, expert,
+     touched) = _arch(cfg, tokens)  # fmt: skip
+    dense = 3 * h * inter
     params = n_slide * attn_slide + n_full * attn_full + layers * (dense + touched * expert + h * e) + v * h
     kv = 2 * (n_slide * min(ctx, cfg["sliding_window"]) * kvh * hd + n_full * ctx * gkvh * ghd)
     nbytes = 2 * params + kv
@@ -133,17 +141,10 @@ def step_parts_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int =
     * ``lm_head`` and ``self_cond``: the two vocabulary-sized matmuls (logits; softmax @ embedding);
     * ``attention``: the canvas rows over the cached context plus the canvas;
     * ``sampling``: the logits read, the probabilities written and read back (the row kernel's traffic)."""
-    h, layers, e, k, ne = (cfg[x] for x in ("hidden_size", "num_hidden_layers", "num_experts", "top_k_experts",
-                                             "moe_intermediate_size"))  # fmt: skip
-    inter, v = cfg["intermediate_size"], cfg["vocab_size"]
-    heads, kvh, hd, gkvh, ghd = (cfg[x] for x in ("num_attention_heads", "num_key_value_heads", "head_dim",
-                                                  "num_global_key_value_heads", "global_head_dim"))  # fmt: skip
-    n_full = sum(t == "full_attention" for t in cfg["layer_types"])
-    n_slide = layers - n_full
-    linear = (n_slide * (h * heads * hd * 2 + h * kvh * hd * 2) + n_full * (h * heads * ghd * 2 + h * gkvh * ghd)
-              + layers * (3 * h * inter + h * e) + 3 * h * inter)  # fmt: skip
-    expert = 3 * h * ne
-    touched = e * (1 - (1 - k / e) ** tokens)
+    (h, layers, e, k, inter, v, heads, kvh, hd, gkvh, ghd, n_full, n_slide, attn_slide, attn_full, expert,
+     touched) = _arch(cfg, tokens)  # fmt: skip
+    # + the self-conditioning MLP (hidden -> intermediate, gated)
+    linear = n_slide * attn_slide + n_full * attn_full + layers * (3 * h * inter + h * e) + 3 * h * inter
     keys, canvases = ctx + 256, max(1, tokens // 256)
 
     def part(nbytes: float, fl: float) -> float:

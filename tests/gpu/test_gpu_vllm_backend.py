@@ -36,18 +36,17 @@ def tiny_for_vllm() -> Path:
     return vllm_ready_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-vllm-")) / "model")
 
 
-@pytest.fixture(scope="module")
-def backend():
+def tiny_backend(**kw):
+    """A ``VLLMBackend`` on a copy of the tiny checkpoint: eager, a fifth of the GPU (two fit side by side)."""
     from dgemma_lsp.backend.vllm_backend import VLLMBackend
 
-    b = VLLMBackend(
-        str(tiny_for_vllm()),
-        canvas_length=CANVAS,
-        max_denoising_steps=48,
-        max_model_len=2048,
-        gpu_memory_utilization=0.2,
-        enforce_eager=True,
-    )
+    return VLLMBackend(str(tiny_for_vllm()), canvas_length=CANVAS, max_denoising_steps=48, max_model_len=2048,
+                       gpu_memory_utilization=0.2, enforce_eager=True, **kw)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = tiny_backend()
     t0 = time.monotonic()
     run(b.start())
     print(f"tiny engine started in {time.monotonic() - t0:.1f}s; features {b.info().detail}")
@@ -183,8 +182,6 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
     # MoE: an engine with the piece on must draft and commit the same seeded canvases
     import os
 
-    from dgemma_lsp.backend.vllm_backend import VLLMBackend
-
     assert "ffn_overlap" not in backend.info().detail["plugin_features"]
 
     def canvases(b) -> list[list[int]]:
@@ -197,15 +194,7 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
 
     off = canvases(backend)
     saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
-    other = VLLMBackend(
-        str(tiny_for_vllm()),
-        canvas_length=CANVAS,
-        max_denoising_steps=48,
-        max_model_len=2048,
-        gpu_memory_utilization=0.2,
-        enforce_eager=True,
-        plugin_features="all",
-    )
+    other = tiny_backend(plugin_features="all")
     try:
         run(other.start())
         assert "ffn_overlap" in other.info().detail["plugin_features"]
