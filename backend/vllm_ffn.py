@@ -7,10 +7,13 @@ memory-bound), the dense MLP is a GEMM over 256-1024 rows (compute-bound at batc
 second stream while the MoE runs on the step's stream, inside one custom op (``torch.ops.vllm.dgemma_ffn_overlap``),
 so torch.compile sees one opaque call and a CUDA graph captures both branches with their fork and join.
 
-How it reaches the model: our model class (a registry entry, the ``sampler`` piece) turns each MoE decoder layer into
-:class:`DGemmaDecoderLayer`-style subclass instances (``layer.__class__``; no vLLM class is modified) whose forward
-is vLLM 0.26's with the two branches going through the op. It does so only when vLLM's layer forward is the one this
-copy was written against (:data:`KNOWN_FORWARDS`, a hash of its source): any other version keeps its own forward.
+How it reaches the model: our model class (a registry entry, the ``sampler`` piece) sets each MoE decoder layer's
+``__class__`` to a subclass of vLLM's ``Gemma4DecoderLayer`` (:func:`build_layer_class`; no vLLM class is modified)
+whose forward is vLLM 0.26's with the two branches going through the op. It does so only when vLLM's layer forward is
+the one this copy was written against (:data:`KNOWN_FORWARDS`, a hash of its source): any other version keeps its own.
+
+Measured on the H200 (bench/RESULTS.md, session 14): same tokens, no denoising step faster (most likely the fused-MoE
+kernel's grid leaves no SM for the MLP's GEMM), commit steps slower; so the piece is opt-in.
 
 ``DGEMMA_FFN_OVERLAP_MIN_TOKENS`` (default 0): calls with fewer tokens run the branches in order on one stream.
 """

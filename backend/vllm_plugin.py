@@ -24,7 +24,8 @@ comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overla
   branches read the same residual; the MoE is memory-bound, the MLP compute-bound at a canvas's token counts),
   through one custom op (:mod:`.vllm_ffn`); our model class turns its MoE decoder layers into a subclass whose
   forward routes the branches through it, only for the vLLM layer forward it was written against. On the H200 it
-  changed no denoising step (the fused-MoE kernel keeps every SM busy) and slowed the commit step: off by default.
+  changed no denoising step (most likely the fused-MoE kernel leaves no SM free) and slowed the commit step: off by
+  default.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -88,7 +89,8 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
     return frozenset(feats)
 
 
-# Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's DiffusionSampler internals.
+# Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's
+# DiffusionSampler and Gemma4 internals.
 SAMPLER_FEATURES = frozenset(
     {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
 )
