@@ -287,6 +287,7 @@ class VLLMBackend:
         engine_overrides: dict[str, Any] | None = None,
         eager_start: bool = False,
         early_commit: bool = True,
+        warm_up: bool = True,
     ) -> None:
         self.model = model or DEFAULT_MODEL
         self.canvas_length = canvas_length
@@ -308,6 +309,11 @@ class VLLMBackend:
         # a one-canvas request ends at its final draft (the canvas vLLM's commit step would emit) and leaves the
         # engine: the commit step's forward pass and its trip through the output processor are not waited for
         self.early_commit = early_commit
+        # one short request right after the engine starts: the Triton kernels of the sampler, the attention and the
+        # MoE compile then (or load from Triton's cache), not during the first suggestion (vLLM's JIT monitor warned
+        # of each on the H200 before)
+        self.warm_up = warm_up
+        self._warm_up: dict[str, Any] | None = None  # seconds it took, or why it failed
         self.tokenizer: Any = None
         self.features = VLLMFeatures()
         self._engine: Any = None
@@ -331,6 +337,7 @@ class VLLMBackend:
             enforce_eager=settings.vllm_enforce_eager,
             plugin=settings.vllm_plugin,
             eager_start=settings.vllm_eager_start,
+            warm_up=settings.vllm_warm_up,
         )
 
     # ------------------------------------------------------------------ engine
@@ -373,7 +380,12 @@ class VLLMBackend:
         async with self._start_lock:
             if self._engine is not None:
                 return
-            await self._start(progress or (lambda message, percentage=None: None))
+            report = progress or (lambda message, percentage=None: None)
+            await self._start(report)
+            if self.warm_up:
+                report("warming up the kernels", None)
+                await self._warm_up_engine()
+                report("vLLM engine warmed up", 100)
 
     async def _start(self, progress: ProgressCallback) -> None:
         t0 = time.monotonic()
@@ -458,8 +470,23 @@ class VLLMBackend:
 
         return TokensPrompt(prompt_token_ids=ids)
 
+    async def _warm_up_engine(self) -> None:
+        """One short canvas (32 tokens, two steps, drafts on) through the whole path. A failure here is not the
+        caller's: it is recorded in ``info().detail["warm_up"]`` and the engine stays up for the real requests."""
+        t0 = time.monotonic()
+        ids = list(self.tokenizer.encode("def add(a, b):\n    return", add_special_tokens=True))[-16:]
+        req = CanvasRequest(prompt_ids=ids, canvas_length=min(32, self.canvas_length), max_denoising_steps=2,
+                            want_drafts=True, rng_seed=0)  # fmt: skip
+        try:
+            async for _ in self.generate(req):
+                pass
+            self._warm_up = {"s": round(time.monotonic() - t0, 3)}
+        except BackendError as exc:
+            self._warm_up = {"error": str(exc)}
+
     async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
-        await self.start()
+        if self._engine is None:  # (not while start() warms the engine up: that holds the start lock)
+            await self.start()
         t0 = time.monotonic()
         prompt_ids = self._prompt_ids(request)
         mapped = map_request(
@@ -612,6 +639,7 @@ class VLLMBackend:
                 "canvas_length": self.canvas_length,
                 "max_num_seqs": self.max_num_seqs,
                 "start_s": self._start_s,
+                "warm_up": self._warm_up,
                 "error": self._error,
             },
         )

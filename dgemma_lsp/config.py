@@ -76,6 +76,7 @@ class Settings:
     vllm_max_model_len: int = 16384
     vllm_max_num_seqs: int = 4
     vllm_eager_start: bool = False
+    vllm_warm_up: bool = True
     vllm_enforce_eager: bool = False
     vllm_plugin: bool = True
     # logging

@@ -88,8 +88,8 @@ class FakeDiffusionEngine:
 class FakeEngineVLLMBackend(VLLMBackend):
     """The real backend with the fake engine and the tiny checkpoint's tokenizer (set up in ``_start``)."""
 
-    def __init__(self, canvases: list[list[int]], tokenizer, **kw) -> None:
-        super().__init__("fake/model", canvas_length=32)
+    def __init__(self, canvases: list[list[int]], tokenizer, warm_up: bool = False, **kw) -> None:
+        super().__init__("fake/model", canvas_length=32, warm_up=warm_up)
         self._fake_args = (canvases, kw)
         self._tok = tokenizer
 
@@ -253,3 +253,28 @@ async def test_messages_go_through_the_chat_template_and_pins_need_support(tok) 
     assert done.text == "ok" and done.stats.prompt_tokens > 2
     extra = backend._engine.params[0]["extra_args"]
     assert extra["diffusion_seed_canvas"][:1] == ids(tok, "x = ")[:1] and extra["diffusion_pinned"] == [0]
+
+
+async def test_start_warms_the_engine_up_with_one_short_request(tok) -> None:
+    # the first suggestion must not pay for the kernels' compilation: start() runs one short canvas through the path
+    backend = FakeEngineVLLMBackend([ids(tok, "x")], tok, warm_up=True)
+    seen: list[tuple[str, float | None]] = []
+    await backend.start(lambda message, percentage=None: seen.append((message, percentage)))
+    eng = backend._engine
+    assert len(eng.params) == 1 and not eng.running
+    xa = eng.params[0]["extra_args"]
+    assert eng.params[0]["max_tokens"] <= 32 and xa["diffusion_max_steps"] == 2 and xa["dgemma_draft_tap"]
+    assert "s" in backend.info().detail["warm_up"]
+    assert seen[-1] == ("vLLM engine warmed up", 100)
+    # then the real request, on the warm engine
+    done = await collect(backend.generate(CanvasRequest(prompt_ids=[2], max_new_tokens=8)))
+    assert isinstance(done, Done) and len(eng.params) == 2
+
+
+async def test_a_failed_warm_up_leaves_the_engine_up_and_says_why(tok) -> None:
+    backend = FakeEngineVLLMBackend([ids(tok, "a")], tok, fail=True, warm_up=True)
+    await backend.start()
+    assert backend.info().ready
+    assert "out of memory" in backend.info().detail["warm_up"]["error"]
+    with pytest.raises(BackendError, match="out of memory"):
+        await collect(backend.generate(CanvasRequest(prompt_ids=[2])))

@@ -74,6 +74,8 @@ DESCRIPTIONS: dict[str, str] = {
     "vllm_max_model_len": "vllm backend: maximum model length (tokens).",
     "vllm_max_num_seqs": "vllm backend: maximum sequences in flight (1-4).",
     "vllm_eager_start": "vllm backend: start the engine at server start instead of on first use.",
+    "vllm_warm_up": "vllm backend: run one short request when the engine starts, so the first suggestion does not "
+    "wait for kernel compilation.",
     "vllm_enforce_eager": "vllm backend: disable CUDA graphs.",
     "vllm_plugin": "vllm backend: use the DiffusionGemma vLLM plugin.",
     "log_file": "Server log file (empty = no file; logs still go to the editor's output).",
