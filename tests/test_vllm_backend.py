@@ -76,10 +76,10 @@ def test_max_num_seqs_above_four_is_refused_with_a_clear_error(n: int) -> None:
 
 
 def test_engine_arguments_are_the_vendor_settings() -> None:
-    s, _ = Settings().merged({"backend": "vllm", "model": "google/diffusiongemma-26B-A4B-it-FP8"})
+    s, _ = Settings().merged({"backend": "vllm", "model": "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"})
     b = VLLMBackend.from_settings(s)
     kw = b.engine_kwargs()
-    assert kw["model"] == "google/diffusiongemma-26B-A4B-it-FP8"
+    assert kw["model"] == "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"
     assert kw["diffusion_config"] == {"canvas_length": 256}
     assert kw["attention_backend"] == "TRITON_ATTN"
     assert kw["generation_config"] == "vllm"
