@@ -23,8 +23,9 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
 ``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
 denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left it, for a same-run comparison),
 ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
-``tests/gpu/fp8_deps.sh``), ``suggest`` / ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine). An engine
-job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
+``tests/gpu/fp8_deps.sh``), ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
+``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
+suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
 
 The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
 decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
@@ -742,6 +743,41 @@ def vllm_suggest_child(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
+def vllm_first_child(args: argparse.Namespace) -> None:
+    """The first suggestion after the engine starts, on a cold Triton cache (a fresh ``TRITON_CACHE_DIR``), with
+    ``VLLMBackend``'s warm-up on (``--warm-up``) or off: what the warm-up moves from the first keystroke to start."""
+    import asyncio
+    import tempfile
+
+    import numpy as np
+
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")  # before anything imports Triton
+    from dgemma_lsp.backend.contract import CanvasRequest, Committed
+    from dgemma_lsp.backend.vllm_backend import VLLMBackend
+
+    async def main() -> None:
+        b = VLLMBackend(args.model, canvas_length=args.canvas, max_num_seqs=4, load_format="dummy",
+                        max_model_len=16384, gpu_memory_utilization=0.8, warm_up=args.warm_up)  # fmt: skip
+        t0 = time.monotonic()
+        await b.start()
+        start_s = time.monotonic() - t0
+        rng = np.random.default_rng(2)
+        lat = []
+        for _ in range(3):
+            req = CanvasRequest(prompt_ids=rng.integers(10, VOCAB, 1024).tolist(), canvas_length=32,
+                                max_denoising_steps=8, want_drafts=True)  # fmt: skip
+            ts = time.perf_counter()
+            async for ev in b.generate(req):
+                if isinstance(ev, Committed):
+                    lat.append(round((time.perf_counter() - ts) * 1e3, 1))
+                    break
+        emit({"part": "first", "warm_up": args.warm_up, "start_s": round(start_s, 1),
+              "warm_up_info": b.info().detail.get("warm_up"), "first_three_ms": lat})  # fmt: skip
+        await b.aclose()
+
+    asyncio.run(main())
+
+
 def part_vllm(args: argparse.Namespace) -> None:
     model = build_bench_model(Path(args.workdir) / "bench-26b-a4b")
     me = [sys.executable, str(Path(__file__).resolve())]
@@ -777,6 +813,9 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8_profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas",
                                                           "256", "--no-detok", "--graph-sizes", "--quantization",
                                                           "fp8", "--shapes", "1024x1,1024x4", "--profile"]),
+        # the first suggestions after start on a cold Triton cache, with and without VLLMBackend's warm-up
+        ("first_warm", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "first", "--canvas", "256", "--warm-up"]),
+        ("first_cold", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "first", "--canvas", "256"]),
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
         ("suggest32", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "32"]),
     ]  # fmt: skip
@@ -814,6 +853,7 @@ def main() -> None:
     ap.add_argument("--canvas", type=int, default=256)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--eager", action="store_true")
+    ap.add_argument("--warm-up", action="store_true", help="child first: VLLMBackend's warm-up on")
     ap.add_argument("--no-detok", action="store_true")
     ap.add_argument("--only-profile", action="store_true", help="skip the timed runs (with --profile)")
     ap.add_argument("--profile", action="store_true", help="torch.profiler over denoising steps at 1k, batch 1 / 4")
@@ -836,6 +876,8 @@ def main() -> None:
         return vllm_engine_child(args)
     if args.child == "suggest":
         return vllm_suggest_child(args)
+    if args.child == "first":
+        return vllm_first_child(args)
     parts = args.parts.split(",")
     if "parts_floor" in parts:
         cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]

@@ -77,6 +77,8 @@
 #            tests with vLLM, tiny vLLM tests; fp8 fused-MoE tuning)
 #   run D14: carry nothing command: bash tests/gpu/run_device.sh D14 (ours, ours with the opt-in overlap, profile, native)
 #   run E14: carry nothing command: bash tests/gpu/run_device.sh E14 (fp8: ours timed + profiled; suggestions; native)
+#   not run yet: JOBS=first_cold,first_warm JOB_TIMEOUTS=first_cold=200,first_warm=200 bash tests/gpu/run_device.sh E14
+#            (the first suggestions after start on a cold Triton cache, VLLMBackend's warm-up off / on)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / T T2 P H / g k t}"
