@@ -64,6 +64,11 @@ ALL_FEATURES = frozenset(
 # opt-in pieces: measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and trained weights
 OPT_IN_FEATURES = frozenset({"ffn_overlap"})
 DEFAULT_FEATURES = ALL_FEATURES - OPT_IN_FEATURES
+# Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's
+# DiffusionSampler and Gemma4 internals.
+SAMPLER_FEATURES = frozenset(
+    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
+)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -84,16 +89,11 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
         unknown = feats - ALL_FEATURES
         if unknown:
             raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
-    if "sampler" not in feats:
-        feats -= {"commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
+    if "sampler" not in feats:  # the others live in the classes the ``sampler`` registry entry brings
+        feats -= SAMPLER_FEATURES
     return frozenset(feats)
 
 
-# Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's
-# DiffusionSampler and Gemma4 internals.
-SAMPLER_FEATURES = frozenset(
-    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
-)
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
 OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
 
