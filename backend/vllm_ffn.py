@@ -77,29 +77,18 @@ def run_branches(
     return mlp_out, moe_out
 
 
-def _op(x_mlp: Any, x_moe: Any, router_logits: Any, key: str) -> list:
-    layer = _LAYERS[key]
-    stream = _STATE.get("stream") if x_mlp.shape[0] >= _STATE.get("min_tokens", 0) else None
-    mlp_out, moe_out = run_branches(layer.mlp, layer.moe, x_mlp, x_moe, router_logits, stream)
-    return [mlp_out, moe_out]
-
-
-def _op_fake(x_mlp: Any, x_moe: Any, router_logits: Any, key: str) -> list:
-    import torch
-
-    return [torch.empty_like(x_mlp), torch.empty_like(x_moe)]
-
-
 def op_functions() -> tuple[Callable, Callable]:
     """The op and its fake (shapes only, for torch.compile's tracing), with real (not stringified) annotations:
     the op's schema is inferred from them."""
     import torch
 
     def dgemma_ffn_overlap(x_mlp, x_moe, router_logits, key):  # noqa: ANN001, ANN202
-        return _op(x_mlp, x_moe, router_logits, key)
+        layer = _LAYERS[key]
+        stream = _STATE.get("stream") if x_mlp.shape[0] >= _STATE.get("min_tokens", 0) else None
+        return list(run_branches(layer.mlp, layer.moe, x_mlp, x_moe, router_logits, stream))
 
     def dgemma_ffn_overlap_fake(x_mlp, x_moe, router_logits, key):  # noqa: ANN001, ANN202
-        return _op_fake(x_mlp, x_moe, router_logits, key)
+        return [torch.empty_like(x_mlp), torch.empty_like(x_moe)]
 
     ann = {"x_mlp": torch.Tensor, "x_moe": torch.Tensor, "router_logits": torch.Tensor, "key": str,
            "return": list[torch.Tensor]}  # fmt: skip
