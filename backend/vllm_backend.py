@@ -309,11 +309,11 @@ class VLLMBackend:
         # a one-canvas request ends at its final draft (the canvas vLLM's commit step would emit) and leaves the
         # engine: the commit step's forward pass and its trip through the output processor are not waited for
         self.early_commit = early_commit
-        # one short request right after the engine starts: the Triton kernels of the sampler, the attention and the
-        # MoE compile then (or load from Triton's cache), not during the first suggestion (vLLM's JIT monitor warned
-        # of each on the H200 before)
+        # one short request right after the engine starts, so that the Triton kernels of the sampler, the attention
+        # and the MoE compile then (or load from Triton's cache) rather than during the first suggestion (vLLM's JIT
+        # monitor warned of each on the H200); its effect is not measured on the GPU yet
         self.warm_up = warm_up
-        self._warm_up: dict[str, Any] | None = None  # seconds it took, or why it failed
+        self._warm_up_result: dict[str, Any] | None = None  # seconds it took, or why it failed
         self.tokenizer: Any = None
         self.features = VLLMFeatures()
         self._engine: Any = None
@@ -480,9 +480,9 @@ class VLLMBackend:
         try:
             async for _ in self.generate(req):
                 pass
-            self._warm_up = {"s": round(time.monotonic() - t0, 3)}
+            self._warm_up_result = {"s": round(time.monotonic() - t0, 3)}
         except BackendError as exc:
-            self._warm_up = {"error": str(exc)}
+            self._warm_up_result = {"error": str(exc)}
 
     async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
         if self._engine is None:  # (not while start() warms the engine up: that holds the start lock)
@@ -639,7 +639,7 @@ class VLLMBackend:
                 "canvas_length": self.canvas_length,
                 "max_num_seqs": self.max_num_seqs,
                 "start_s": self._start_s,
-                "warm_up": self._warm_up,
+                "warm_up": self._warm_up_result,
                 "error": self._error,
             },
         )
