@@ -76,7 +76,7 @@ def test_two_streams_inside_a_cuda_graph() -> None:
 
 
 def test_the_device_vllm_has_the_layer_forward_the_piece_restates() -> None:
-    pytest.importorskip("vllm", reason="needs vLLM (the device kit)")
+    pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
     from vllm.model_executor.models.gemma4 import Gemma4DecoderLayer
 
     assert source_hash(Gemma4DecoderLayer.forward) in KNOWN_FORWARDS
