@@ -23,7 +23,9 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
 ``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
 denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left it, for a same-run comparison),
 ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
-``tests/gpu/fp8_deps.sh``), ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
+``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
+scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
+``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
 suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
 
@@ -520,6 +522,44 @@ def build_bench_model(dst: Path) -> Path:
     return dst
 
 
+# llm-compressor's FP8_DYNAMIC scheme as a checkpoint's config.json states it: fp8 weights with one scale per output
+# channel, activations quantized per token as they arrive; lm_head (tied to the embedding) and the router stay bf16.
+# It is what an "-FP8-dynamic" checkpoint such as RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic carries; with
+# ``load_format="dummy"`` vLLM builds the same quantized layers and kernels from it without the weights.
+FP8_DYNAMIC_QUANTIZATION_CONFIG = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "quantization_status": "compressed",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "format": "float-quantized",
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True, "dynamic": False,
+                        "group_size": None, "block_structure": None, "actorder": None, "observer": "minmax"},
+            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "symmetric": True,
+                                  "dynamic": True, "group_size": None, "block_structure": None, "actorder": None,
+                                  "observer": None},
+            "output_activations": None,
+        }
+    },
+    "ignore": ["lm_head"],
+    "kv_cache_scheme": None,
+}  # fmt: skip
+
+
+def fp8_dynamic_variant(model: Path) -> Path:
+    """The bench model with :data:`FP8_DYNAMIC_QUANTIZATION_CONFIG` in its config.json (other files linked)."""
+    dst = model.parent / (model.name + "-fp8-dynamic")
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in model.iterdir():
+        if f.name != "config.json" and not (dst / f.name).exists():
+            (dst / f.name).symlink_to(f.resolve())
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["quantization_config"] = FP8_DYNAMIC_QUANTIZATION_CONFIG
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
 def vllm_engine_child(args: argparse.Namespace) -> None:
     """One engine in this process: step it by hand and time every engine step."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core steps in this process
@@ -534,9 +574,14 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 
         sizes = cudagraph_capture_sizes(canvas, 4)
         graph_kw = {"compilation_config": {"cudagraph_capture_sizes": sizes}} if sizes else {}
+    model, quantization = args.model, args.quantization or None
+    if quantization == "fp8_dynamic":  # a checkpoint's own config, not an engine argument
+        model, quantization = str(fp8_dynamic_variant(Path(model))), None
+    if args.moe_backend:
+        graph_kw["moe_backend"] = args.moe_backend
     t0 = time.monotonic()
     llm = LLM(
-        model=args.model,
+        model=model,
         load_format="dummy",
         diffusion_config={"canvas_length": canvas, "max_denoising_steps": steps},
         attention_backend="TRITON_ATTN",
@@ -548,8 +593,9 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         enable_prefix_caching=True,
         enforce_eager=args.eager,
         # fp8: vLLM quantizes the bf16 weights as they load (per-tensor scales; dynamic activation scales), the
-        # stand-in here for the FP8 variant, whose weights cannot be downloaded
-        quantization=args.quantization or None,
+        # stand-in of sessions 13-14 for the FP8 variant, whose weights cannot be downloaded; fp8_dynamic (above)
+        # builds the variant's own scheme (per-channel weights, per-token activations)
+        quantization=quantization,
         **graph_kw,
     )
     emit({"part": "vllm", "engine": label, "event": "started", "s": round(time.monotonic() - t0, 1)})
@@ -813,6 +859,18 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8_profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas",
                                                           "256", "--no-detok", "--graph-sizes", "--quantization",
                                                           "fp8", "--shapes", "1024x1,1024x4", "--profile"]),
+        # session 15: the FP8 variant's own scheme (llm-compressor FP8_DYNAMIC: per-channel weights, per-token
+        # activations) from its config.json; vLLM picks the fp8 MoE kernel (CUTLASS on the H200), or Triton's
+        ("ours_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn", "--canvas", "256",
+                                                     "--no-detok", "--graph-sizes", "--quantization", "fp8_dynamic",
+                                                     "--shapes", "1024x1,1024x4", "--profile"]),
+        ("ours_fp8dyn_triton", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_triton",
+                                                            "--canvas", "256", "--no-detok", "--graph-sizes",
+                                                            "--quantization", "fp8_dynamic", "--moe-backend", "triton",
+                                                            "--shapes", "1024x1,1024x4", "--profile"]),
+        ("native_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8dyn", "--canvas",
+                                                       "256", "--no-detok", "--quantization", "fp8_dynamic",
+                                                       "--shapes", "1024x1,1024x4"]),
         # the first suggestions after start on a cold Triton cache, with and without VLLMBackend's warm-up
         ("first_warm", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "first", "--canvas", "256", "--warm-up"]),
         ("first_cold", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "first", "--canvas", "256"]),
@@ -859,7 +917,13 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="torch.profiler over denoising steps at 1k, batch 1 / 4")
     ap.add_argument("--graph-sizes", action="store_true", help="CUDA graphs up to 4 canvases (as VLLMBackend)")
     ap.add_argument("--also-detok-off", action="store_true")
-    ap.add_argument("--quantization", default="", help="the engine's quantization (e.g. fp8); default none (bf16)")
+    ap.add_argument(
+        "--quantization",
+        default="",
+        help="the engine's quantization (e.g. fp8), or fp8_dynamic (the "
+        "FP8 variant's scheme in the checkpoint's config); default none (bf16)",
+    )
+    ap.add_argument("--moe-backend", default="", help="vLLM's moe_backend (e.g. triton); default vLLM's pick")
     ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)

@@ -79,9 +79,14 @@
 #   run E14: carry nothing command: bash tests/gpu/run_device.sh E14 (fp8: ours timed + profiled; suggestions; native)
 #   not run yet: JOBS=first_cold,first_warm JOB_TIMEOUTS=first_cold=200,first_warm=200 bash tests/gpu/run_device.sh E14
 #            (the first suggestions after start on a cold Triton cache, VLLMBackend's warm-up off / on)
+# Session 15, issue 4 (the warm-up measured; the FP8 variant's own scheme): A14, B12, then TUNE=0 C14, then
+#   run D15: carry nothing command: bash tests/gpu/run_device.sh D15 (first suggestions on a cold Triton cache with
+#            VLLMBackend's warm-up off / on; ours bf16 in the same run)
+#   run E15: carry nothing command: bash tests/gpu/run_device.sh E15 (FP8_DYNAMIC from config.json: ours with
+#            vLLM's fp8 MoE pick, timed + profiled; ours with Triton's fp8 MoE; native)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -408,6 +413,13 @@ D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours, ours with th
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   if [ "$N" = D14 ]; then jobs=ours,ours_ffn_overlap,profile,native; lim=ours=150,ours_ffn_overlap=150,profile=90,native=190
   else jobs=ours_fp8_profile,suggest32,native_fp8; lim=ours_fp8_profile=200,suggest32=150,native_fp8=190; fi
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
+    --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
+  ;;
+D15|E15)  # session 15, while warm after TUNE=0 C14
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  if [ "$N" = D15 ]; then jobs=first_cold,first_warm,ours; lim=first_cold=220,first_warm=170,ours=170
+  else jobs=ours_fp8dyn,ours_fp8dyn_triton,native_fp8dyn; lim=ours_fp8dyn=240,ours_fp8dyn_triton=190,native_fp8dyn=140; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
