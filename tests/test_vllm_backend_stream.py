@@ -25,7 +25,7 @@ from dgemma_lsp.backend.contract import (
     Draft,
     collect,
 )
-from dgemma_lsp.backend.vllm_backend import VLLMBackend, VLLMFeatures
+from dgemma_lsp.backend.vllm_backend import WARM_UP_PROMPT_LENGTHS, VLLMBackend, VLLMFeatures
 from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
 
 STEP_S = 0.004
@@ -50,10 +50,12 @@ class FakeDiffusionEngine:
         self.tap, self.canvases, self.steps, self.fail, self.run_ahead = tap, canvases, steps, fail, run_ahead
         self.aborted: list[str] = []
         self.params: list = []
+        self.prompts: list = []
         self.running: set[str] = set()
 
     async def generate(self, prompt, params, rid):
         self.params.append(params)
+        self.prompts.append(prompt)
         self.running.add(rid)
         try:
             if self.fail:
@@ -255,20 +257,23 @@ async def test_messages_go_through_the_chat_template_and_pins_need_support(tok) 
     assert extra["diffusion_seed_canvas"][:1] == ids(tok, "x = ")[:1] and extra["diffusion_pinned"] == [0]
 
 
-async def test_start_warms_the_engine_up_with_one_short_request(tok) -> None:
-    # the first suggestion must not pay for the kernels' compilation: start() runs one short canvas through the path
+async def test_start_warms_the_engine_up_with_short_canvases_over_short_and_1k_prompts(tok) -> None:
+    # the first suggestion must not pay for the kernels' compilation: start() runs short canvases through the path,
+    # over a short prompt and over ~1k of context (measured: a short prompt alone left 1.9 s on the first 1k one)
     backend = FakeEngineVLLMBackend([ids(tok, "x")], tok, warm_up=True)
     seen: list[tuple[str, float | None]] = []
     await backend.start(lambda message, percentage=None: seen.append((message, percentage)))
     eng = backend._engine
-    assert len(eng.params) == 1 and not eng.running
-    xa = eng.params[0]["extra_args"]
-    assert eng.params[0]["max_tokens"] <= 32 and xa["diffusion_max_steps"] == 2 and xa["dgemma_draft_tap"]
+    assert [len(p) for p in eng.prompts] == sorted(WARM_UP_PROMPT_LENGTHS) and not eng.running
+    assert len({p[0] for p in eng.prompts}) == len(eng.prompts)  # no prefix-cache hit shortens a prefill
+    for params in eng.params:
+        xa = params["extra_args"]
+        assert params["max_tokens"] <= 32 and xa["diffusion_max_steps"] == 2 and xa["dgemma_draft_tap"]
     assert "s" in backend.info().detail["warm_up"]
     assert seen[-1] == ("vLLM engine warmed up", 100)
     # then the real request, on the warm engine
     done = await collect(backend.generate(CanvasRequest(prompt_ids=[2], max_new_tokens=8)))
-    assert isinstance(done, Done) and len(eng.params) == 2
+    assert isinstance(done, Done) and len(eng.params) == len(WARM_UP_PROMPT_LENGTHS) + 1
 
 
 async def test_a_failed_warm_up_leaves_the_engine_up_and_says_why(tok) -> None:
