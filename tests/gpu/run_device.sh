@@ -84,6 +84,7 @@
 #            VLLMBackend's warm-up off / on; ours bf16 in the same run)
 #   run E15: carry nothing command: bash tests/gpu/run_device.sh E15 (FP8_DYNAMIC from config.json: ours with
 #            vLLM's fp8 MoE pick, timed + profiled; ours with Triton's fp8 MoE; native)
+#   second machine (the warm-up over ~1k prompts): S1 (.kit1 .kit4/fa3.xz.aa), B12, F15 (.kit3 .kit4/fa3.xz.ac .kit5)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / T T2 P H / g k t}"
@@ -415,6 +416,19 @@ D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours, ours with th
   else jobs=ours_fp8_profile,suggest32,native_fp8; lim=ours_fp8_profile=200,suggest32=150,native_fp8=190; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
+  ;;
+S1)  # stage only (carry .kit1 .kit4/fa3.xz.aa); then B12, then F15
+  bash .kit1/stage.sh; fa3_stage
+  ;;
+F15)  # session 15, after S1 and B12 (carry .kit3 .kit4/fa3.xz.ac .kit5): install, then the first suggestions after
+      # start with the warm-up of prompts of 16, 1001 and 1024 tokens (no tests: the budget's last minutes)
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  left=$(( 585 - ($(date +%s) - T0) ))
+  timeout "$left" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-first_warm}" \
+    --job-timeouts "${JOB_TIMEOUTS:-first_warm=$((left - 10))}" --out "$OUT/gpu_step.jsonl"
   ;;
 D15|E15)  # session 15, while warm after TUNE=0 C14
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
