@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dgemma_lsp.config import VLLM_MOE_BACKENDS
+
 from .chat_tokens import chat_prompt_ids, text_ids
 from .contract import (
     BackendError,
@@ -107,6 +109,15 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
     return VLLMFeatures(
         version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats
     )
+
+
+def check_moe_backend(name: str) -> str:
+    norm = str(name).strip().lower().replace("-", "_")
+    if norm not in VLLM_MOE_BACKENDS:
+        raise BackendError(
+            f"vllm moe_backend {name!r} is unknown: use one of {', '.join(VLLM_MOE_BACKENDS)}", kind="config"
+        )
+    return norm
 
 
 def check_max_num_seqs(n: int) -> int:
@@ -295,11 +306,16 @@ class VLLMBackend:
         eager_start: bool = False,
         early_commit: bool = True,
         warm_up: bool = True,
+        moe_backend: str = "auto",
     ) -> None:
         self.model = model or DEFAULT_MODEL
         self.canvas_length = canvas_length
         self.max_denoising_steps = max_denoising_steps
         self.max_num_seqs = check_max_num_seqs(max_num_seqs)
+        # vLLM picks CUTLASS's grouped GEMM for the FP8 variant's experts (per-channel weights, per-token
+        # activations) on the H200, where Triton's fused MoE measured faster (session 15: 10.41 / 20.56 ms per step
+        # at batch 1 / 4 against 11.17 / 22.37); "auto" keeps vLLM's pick, which other GPUs and formats may need
+        self.moe_backend = check_moe_backend(moe_backend)
         if not 0.05 <= gpu_memory_utilization <= 0.98:
             raise BackendError("vllm gpu_memory_utilization must be in 0.05..0.98", kind="config")
         self.gpu_memory_utilization = gpu_memory_utilization
@@ -316,9 +332,9 @@ class VLLMBackend:
         # a one-canvas request ends at its final draft (the canvas vLLM's commit step would emit) and leaves the
         # engine: the commit step's forward pass and its trip through the output processor are not waited for
         self.early_commit = early_commit
-        # one short request right after the engine starts, so that the Triton kernels of the sampler, the attention
-        # and the MoE compile then (or load from Triton's cache) rather than during the first suggestion (vLLM's JIT
-        # monitor warned of each on the H200); its effect is not measured on the GPU yet
+        # short requests right after the engine starts, so that the Triton kernels of the sampler, the attention
+        # and the MoE compile then (or load from Triton's cache) rather than during the first suggestion: on the H200
+        # the first 1k-context suggestion took 5.6 s without, 136 ms with it (6 s more at start; bench/RESULTS.md)
         self.warm_up = warm_up
         self._warm_up_result: dict[str, Any] | None = None  # seconds it took, or why it failed
         self.tokenizer: Any = None
@@ -345,6 +361,7 @@ class VLLMBackend:
             plugin=settings.vllm_plugin,
             eager_start=settings.vllm_eager_start,
             warm_up=settings.vllm_warm_up,
+            moe_backend=settings.vllm_moe_backend,
         )
 
     # ------------------------------------------------------------------ engine
@@ -367,6 +384,8 @@ class VLLMBackend:
         )
         if self.quantization:
             kw["quantization"] = self.quantization
+        if self.moe_backend != "auto":
+            kw["moe_backend"] = self.moe_backend
         sizes = None if self.enforce_eager else cudagraph_capture_sizes(self.canvas_length, self.max_num_seqs)
         if sizes:
             kw["compilation_config"] = {"cudagraph_capture_sizes": sizes}

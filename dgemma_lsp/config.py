@@ -22,6 +22,11 @@ class ConfigError(ValueError):
     pass
 
 
+# vLLM 0.26's ``moe_backend`` names (``vllm/config/kernel.py``) that apply to DiffusionGemma's experts on CUDA;
+# "auto" leaves the pick to vLLM and is not passed on.
+VLLM_MOE_BACKENDS = ("auto", "triton", "cutlass", "deep_gemm", "marlin", "flashinfer_cutlass", "flashinfer_trtllm")
+
+
 @dataclass(slots=True)
 class Settings:
     # which backend and model
@@ -77,6 +82,7 @@ class Settings:
     vllm_max_num_seqs: int = 4
     vllm_eager_start: bool = False
     vllm_warm_up: bool = True
+    vllm_moe_backend: str = "auto"
     vllm_enforce_eager: bool = False
     vllm_plugin: bool = True
     # logging
@@ -126,6 +132,8 @@ class Settings:
             raise ConfigError("min_confidence must be between 0 and 1 (or unset: the model's own recommendation)")
         if self.repair not in ("auto", "model", "rules"):
             raise ConfigError("repair must be auto, model or rules")
+        if self.vllm_moe_backend not in VLLM_MOE_BACKENDS:
+            raise ConfigError(f"vllm_moe_backend must be one of {', '.join(VLLM_MOE_BACKENDS)}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -17,7 +17,7 @@ from dgemma_lsp.backend.vllm_backend import (
     map_request,
 )
 from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, enabled_features, kernel_options, register
-from dgemma_lsp.config import Settings
+from dgemma_lsp.config import ConfigError, Settings
 
 try:
     import vllm  # noqa: F401
@@ -258,3 +258,18 @@ def test_fa3_plan_switch() -> None:
     assert not parse_switch(FA3_PLAN_ENV, "off") and not parse_switch(FA3_PLAN_ENV, "false")
     with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_PLAN"):
         parse_switch(FA3_PLAN_ENV, "sometimes")
+
+
+def test_the_moe_backend_setting_reaches_the_engine_and_auto_leaves_vllm_s_pick() -> None:
+    # the FP8 variant's experts ran 7-8% faster per step on Triton's fused MoE than on vLLM's own pick (H200)
+    s, _ = Settings().merged({"backend": "vllm", "vllmMoeBackend": "triton"})
+    assert VLLMBackend.from_settings(s).engine_kwargs()["moe_backend"] == "triton"
+    assert "moe_backend" not in VLLMBackend("m").engine_kwargs()
+    assert VLLMBackend("m", moe_backend="Flashinfer-Cutlass").engine_kwargs()["moe_backend"] == "flashinfer_cutlass"
+
+
+def test_an_unknown_moe_backend_is_refused_with_the_names_that_work() -> None:
+    with pytest.raises(ConfigError, match="vllm_moe_backend must be one of auto, triton"):
+        Settings().merged({"vllm_moe_backend": "tritonn"})
+    with pytest.raises(BackendError, match="moe_backend 'tritonn' is unknown: use one of auto, triton"):
+        VLLMBackend("m", moe_backend="tritonn")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dgemma_lsp.config import BACKENDS, Settings
+from dgemma_lsp.config import BACKENDS, VLLM_MOE_BACKENDS, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_JSON = ROOT / "editors" / "vscode" / "package.json"
@@ -74,8 +74,10 @@ DESCRIPTIONS: dict[str, str] = {
     "vllm_max_model_len": "vllm backend: maximum model length (tokens).",
     "vllm_max_num_seqs": "vllm backend: maximum sequences in flight (1-4).",
     "vllm_eager_start": "vllm backend: start the engine at server start instead of on first use.",
-    "vllm_warm_up": "vllm backend: run one short request when the engine starts, so the first suggestion does not "
-    "wait for kernel compilation.",
+    "vllm_warm_up": "vllm backend: run short requests (short and ~1k-token prompts) when the engine starts, so the "
+    "first suggestion does not wait for kernel compilation.",
+    "vllm_moe_backend": "vllm backend: vLLM's kernel for the experts (auto = vLLM's pick; triton measured faster "
+    "for the FP8 variant on the H200).",
     "vllm_enforce_eager": "vllm backend: disable CUDA graphs.",
     "vllm_plugin": "vllm backend: use the DiffusionGemma vLLM plugin.",
     "log_file": "Server log file (empty = no file; logs still go to the editor's output).",
@@ -87,6 +89,7 @@ ENUMS: dict[str, list[str]] = {
     "dtype": ["auto", "float32", "bfloat16", "float16"],
     "repair": ["auto", "model", "rules"],
     "log_level": ["debug", "info", "warning", "error"],
+    "vllm_moe_backend": list(VLLM_MOE_BACKENDS),
 }
 
 
