@@ -5,7 +5,8 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
 * ``floors``  — measured copy bandwidth and bf16 matmul rate, and from them each step's floor (weight bytes the
   step must read, counting the experts its tokens touch, over bandwidth; FLOPs over the matmul rate).
 * ``parts_floor`` — no GPU: a step's floor part by part when the parts run one after another
-  (:func:`step_parts_floor`), at the H200's data-sheet peaks and at the ceilings session 3 measured on it.
+  (:func:`step_parts_floor`), at the H200's data-sheet peaks and at the ceilings session 3 measured on it, with
+  bf16 weights and with the FP8 variant's.
 * ``kernels`` — the sampling part of one step alone (vocab 262144): vLLM 0.26's pipeline (its
   ``_compiled_sample_step`` phases re-stated in PyTorch, eager and ``torch.compile``) vs our two Triton kernels.
 * ``transformers`` — transformers 5.x built from the real config in bf16 on the GPU: prefill 1k/8k and one
@@ -134,7 +135,7 @@ def step_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024)
 H200_SPEC = {"bw": 4.8e12, "flops": 989e12}
 
 
-def step_parts_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024) -> dict:
+def step_parts_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int = 1024, fp8: bool = False) -> dict:
     """Floor of a denoising step over ``tokens`` canvas tokens (canvases of 256) when its parts run one after the
     other, as vLLM runs them: each part at the larger of its bytes over ``bw`` and its FLOPs over ``flops`` (bf16),
     summed. ``step_floor`` lets all parts overlap; this one does not, and is the floor to hold a profile against:
@@ -143,19 +144,24 @@ def step_parts_floor(cfg: dict, tokens: int, bw: float, flops: float, ctx: int =
     * ``dense``: attention projections, the dense MLP, the router and the self-conditioning MLP;
     * ``lm_head`` and ``self_cond``: the two vocabulary-sized matmuls (logits; softmax @ embedding);
     * ``attention``: the canvas rows over the cached context plus the canvas;
-    * ``sampling``: the logits read, the probabilities written and read back (the row kernel's traffic)."""
+    * ``sampling``: the logits read, the probabilities written and read back (the row kernel's traffic).
+
+    ``fp8``: the FP8 variant's scheme — the experts and the decoder layers' linear layers in fp8 (one byte a weight,
+    matmuls at twice ``flops``); the self-conditioning MLP (a plain torch module in vLLM), lm_head and the
+    embedding stay bf16."""
     (h, layers, e, k, inter, v, heads, kvh, hd, gkvh, ghd, n_full, n_slide, attn_slide, attn_full, expert,
      touched) = _arch(cfg, tokens)  # fmt: skip
-    # + the self-conditioning MLP (hidden -> intermediate, gated)
-    linear = n_slide * attn_slide + n_full * attn_full + layers * (3 * h * inter + h * e) + 3 * h * inter
+    layer_linear = n_slide * attn_slide + n_full * attn_full + layers * (3 * h * inter + h * e)
+    sc_mlp = 3 * h * inter  # the self-conditioning MLP (hidden -> intermediate, gated)
     keys, canvases = ctx + 256, max(1, tokens // 256)
+    wb, rate = (1, 2.0) if fp8 else (2, 1.0)  # bytes a quantized weight, its matmul rate over bf16's
 
-    def part(nbytes: float, fl: float) -> float:
-        return max(nbytes / bw, fl / flops) * 1e3
+    def part(nbytes: float, fl: float, speedup: float = 1.0) -> float:
+        return max(nbytes / bw, fl / (flops * speedup)) * 1e3
 
     out = {
-        "moe": part(2 * layers * touched * expert, 2 * tokens * layers * k * expert),
-        "dense": part(2 * linear, 2 * tokens * linear),
+        "moe": part(wb * layers * touched * expert, 2 * tokens * layers * k * expert, rate),
+        "dense": part(wb * layer_linear, 2 * tokens * layer_linear, rate) + part(2 * sc_mlp, 2 * tokens * sc_mlp),
         "lm_head": part(2 * v * h, 2 * tokens * v * h),
         "self_cond": part(2 * v * h, 2 * tokens * v * h),
         "attention": part(
@@ -947,9 +953,11 @@ def main() -> None:
         cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
         spec = ("H200 data sheet", H200_SPEC["bw"], H200_SPEC["flops"])
         for ceilings, bw, fl in (spec, ("H200 measured, session 3", 4.218e12, 681e12)):
-            for tokens in (256, 1024):
-                emit({"part": "parts_floor", "ceilings": ceilings, "TBps": bw / 1e12, "TFLOPs": fl / 1e12,
-                      "tokens": tokens, **step_parts_floor(cfg, tokens, bw, fl)})  # fmt: skip
+            for weights in ("bf16", "fp8"):
+                for tokens in (256, 1024):
+                    emit({"part": "parts_floor", "ceilings": ceilings, "weights": weights, "TBps": bw / 1e12,
+                          "TFLOPs": fl / 1e12, "tokens": tokens,
+                          **step_parts_floor(cfg, tokens, bw, fl, fp8=weights == "fp8")})  # fmt: skip
     if "floors" in parts:
         part_floors()
     if "kernels" in parts:

@@ -85,3 +85,19 @@ def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls(
     assert b4["dense"] == pytest.approx(4 * b1["dense"], abs=0.05)  # compute-bound: 4x the tokens, 4x the time
     assert b4["sum_ms"] == pytest.approx(sum(v for k, v in b4.items() if k != "sum_ms"), abs=0.02)
     assert 16.5 < b4["sum_ms"] < 17.8 and 11.0 < b1["sum_ms"] < 11.8
+
+
+def test_the_fp8_variants_floor_halves_the_experts_and_keeps_the_vocabulary_matmuls() -> None:
+    """Session 15 holds the FP8 variant's batch-4 step against this floor: its experts and layer matmuls are fp8
+    (half the bytes, twice the rate), its lm_head and softmax @ embedding stay bf16."""
+    import json
+
+    from gpu_step import CONFIG_DIR, H200_SPEC, step_parts_floor
+
+    cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
+    bf16 = step_parts_floor(cfg, 1024, H200_SPEC["bw"], H200_SPEC["flops"])
+    fp8 = step_parts_floor(cfg, 1024, H200_SPEC["bw"], H200_SPEC["flops"], fp8=True)
+    assert fp8["moe"] == 4.76 and bf16["moe"] == 9.52
+    assert fp8["lm_head"] == bf16["lm_head"] and fp8["self_cond"] == bf16["self_cond"]
+    assert bf16["dense"] / 2 < fp8["dense"] < bf16["dense"] * 0.55  # the bf16 self-conditioning MLP stays
+    assert 10.0 < fp8["sum_ms"] < 11.2
