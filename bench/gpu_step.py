@@ -26,6 +26,7 @@ denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left
 ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
 ``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
 scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
+``ours_fp8dyn_lintorch`` (Triton's MoE and torch's scaled matmul for the layers),
 ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
 suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
@@ -585,6 +586,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         model, quantization = str(fp8_dynamic_variant(Path(model))), None
     if args.moe_backend:
         graph_kw["moe_backend"] = args.moe_backend
+    if args.linear_backend:
+        graph_kw["linear_backend"] = args.linear_backend
     t0 = time.monotonic()
     llm = LLM(
         model=model,
@@ -880,6 +883,13 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                             "--canvas", "256", "--no-detok", "--graph-sizes",
                                                             "--quantization", "fp8_dynamic", "--moe-backend", "triton",
                                                             "--shapes", "1024x1,1024x4", "--profile"]),
+        # not run yet: the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick
+        # (session 15's profile: 2.80 ms at batch 4 against a 1.75 ms floor)
+        ("ours_fp8dyn_lintorch", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_lintorch",
+                                                              "--canvas", "256", "--no-detok", "--graph-sizes",
+                                                              "--quantization", "fp8_dynamic", "--moe-backend",
+                                                              "triton", "--linear-backend", "torch",
+                                                              "--shapes", "1024x1,1024x4", "--profile"]),
         ("native_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8dyn", "--canvas",
                                                        "256", "--no-detok", "--quantization", "fp8_dynamic",
                                                        "--shapes", "1024x1,1024x4"]),
@@ -936,6 +946,7 @@ def main() -> None:
         "FP8 variant's scheme in the checkpoint's config); default none (bf16)",
     )
     ap.add_argument("--moe-backend", default="", help="vLLM's moe_backend (e.g. triton); default vLLM's pick")
+    ap.add_argument("--linear-backend", default="", help="vLLM's linear_backend (e.g. torch); default vLLM's pick")
     ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)

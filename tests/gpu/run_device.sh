@@ -85,6 +85,9 @@
 #   run E15: carry nothing command: bash tests/gpu/run_device.sh E15 (FP8_DYNAMIC from config.json: ours with
 #            vLLM's fp8 MoE pick, timed + profiled; ours with Triton's fp8 MoE; native)
 #   second machine (the warm-up over ~1k prompts): S1 (.kit1 .kit4/fa3.xz.aa), B12, F15 (.kit3 .kit4/fa3.xz.ac .kit5)
+#   not run yet (after A14, B12, TUNE=0 C14): JOBS=first_warm,ours_fp8dyn_lintorch
+#            JOB_TIMEOUTS=first_warm=260,ours_fp8dyn_lintorch=240 bash tests/gpu/run_device.sh E15 (the warm-up
+#            against contexts it does not cover; the FP8 variant's layer GEMMs through torch._scaled_mm)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / T T2 P H / g k t}"
