@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dgemma_lsp.config import VLLM_MOE_BACKENDS
+from dgemma_lsp.config import ConfigError, vllm_moe_backend_name
 
 from .chat_tokens import chat_prompt_ids, text_ids
 from .contract import (
@@ -112,12 +112,10 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
 
 
 def check_moe_backend(name: str) -> str:
-    norm = str(name).strip().lower().replace("-", "_")
-    if norm not in VLLM_MOE_BACKENDS:
-        raise BackendError(
-            f"vllm moe_backend {name!r} is unknown: use one of {', '.join(VLLM_MOE_BACKENDS)}", kind="config"
-        )
-    return norm
+    try:
+        return vllm_moe_backend_name(name)
+    except ConfigError as exc:
+        raise BackendError(str(exc), kind="config") from None
 
 
 def check_max_num_seqs(n: int) -> int:

@@ -27,6 +27,14 @@ class ConfigError(ValueError):
 VLLM_MOE_BACKENDS = ("auto", "triton", "cutlass", "deep_gemm", "marlin", "flashinfer_cutlass", "flashinfer_trtllm")
 
 
+def vllm_moe_backend_name(name: str) -> str:
+    """``name`` as vLLM spells it ("Flashinfer-Cutlass" -> "flashinfer_cutlass"); :class:`ConfigError` if unknown."""
+    norm = str(name).strip().lower().replace("-", "_")
+    if norm not in VLLM_MOE_BACKENDS:
+        raise ConfigError(f"vllm_moe_backend {name!r} is unknown: use one of {', '.join(VLLM_MOE_BACKENDS)}")
+    return norm
+
+
 @dataclass(slots=True)
 class Settings:
     # which backend and model
@@ -132,8 +140,7 @@ class Settings:
             raise ConfigError("min_confidence must be between 0 and 1 (or unset: the model's own recommendation)")
         if self.repair not in ("auto", "model", "rules"):
             raise ConfigError("repair must be auto, model or rules")
-        if self.vllm_moe_backend not in VLLM_MOE_BACKENDS:
-            raise ConfigError(f"vllm_moe_backend must be one of {', '.join(VLLM_MOE_BACKENDS)}")
+        self.vllm_moe_backend = vllm_moe_backend_name(self.vllm_moe_backend)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

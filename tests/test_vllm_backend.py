@@ -266,10 +266,11 @@ def test_the_moe_backend_setting_reaches_the_engine_and_auto_leaves_vllm_s_pick(
     assert VLLMBackend.from_settings(s).engine_kwargs()["moe_backend"] == "triton"
     assert "moe_backend" not in VLLMBackend("m").engine_kwargs()
     assert VLLMBackend("m", moe_backend="Flashinfer-Cutlass").engine_kwargs()["moe_backend"] == "flashinfer_cutlass"
+    assert Settings().merged({"vllm_moe_backend": "Flashinfer-Cutlass"})[0].vllm_moe_backend == "flashinfer_cutlass"
 
 
 def test_an_unknown_moe_backend_is_refused_with_the_names_that_work() -> None:
-    with pytest.raises(ConfigError, match="vllm_moe_backend must be one of auto, triton"):
+    with pytest.raises(ConfigError, match="vllm_moe_backend 'tritonn' is unknown: use one of auto, triton"):
         Settings().merged({"vllm_moe_backend": "tritonn"})
     with pytest.raises(BackendError, match="moe_backend 'tritonn' is unknown: use one of auto, triton"):
         VLLMBackend("m", moe_backend="tritonn")
