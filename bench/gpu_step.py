@@ -29,7 +29,8 @@ scheme, per-channel weights and per-token activations, from a config.json; vLLM'
 ``ours_fp8dyn_lintorch`` (Triton's MoE and torch's scaled matmul for the layers),
 ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
-suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
+suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 3000 and 8000
+tokens, each twice). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
 
 The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
 decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
@@ -799,8 +800,9 @@ def vllm_suggest_child(args: argparse.Namespace) -> None:
 
 
 def vllm_first_child(args: argparse.Namespace) -> None:
-    """The first suggestion after the engine starts, on a cold Triton cache (a fresh ``TRITON_CACHE_DIR``), with
-    ``VLLMBackend``'s warm-up on (``--warm-up``) or off: what the warm-up moves from the first keystroke to start."""
+    """The first suggestions after the engine starts, on a cold Triton cache (a fresh ``TRITON_CACHE_DIR``), with
+    ``VLLMBackend``'s warm-up on (``--warm-up``) or off: what the warm-up moves from the first keystroke to start.
+    Three over 1k contexts, then contexts the warm-up does not cover, each twice."""
     import asyncio
     import tempfile
 
