@@ -30,6 +30,11 @@ comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overla
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
   unified attention kernel with wider tiles for canvas-shaped calls on Hopper (:mod:`.vllm_attention`).
+* ``moe_quant`` — with fp8 weights and per-token fp8 activations (the FP8 variant's scheme) on vLLM's Triton
+  fused-MoE experts, each MoE layer quantizes its input and its experts' intermediate with our Triton kernel, the
+  gated activation fused into the second (:mod:`.vllm_moe`): two latency-bound launches of vLLM's per-token
+  quantizer and one activation launch become two launches that work several rows a program. Other configurations
+  are left alone.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
@@ -59,6 +64,7 @@ ALL_FEATURES = frozenset(
         "ffn_overlap",
         "moe_config",
         "attention",
+        "moe_quant",
     }
 )
 # opt-in pieces: measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and trained weights
@@ -67,7 +73,7 @@ DEFAULT_FEATURES = ALL_FEATURES - OPT_IN_FEATURES
 # Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's
 # DiffusionSampler and Gemma4 internals.
 SAMPLER_FEATURES = frozenset(
-    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap"}
+    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap", "moe_quant"}
 )
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
@@ -502,6 +508,16 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self._tap_q.put((evt, rids, steps, toks, widths))
 
     class DGemmaModelState(dg.DiffusionGemmaModelState):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if "moe_quant" in feats:
+                # built after the weights were processed, so vLLM's experts objects exist by now
+                from .vllm_moe import install
+
+                n = install(self.model)
+                if n:
+                    log.info("dgemma_lsp plugin: fused fp8 activation quantization in %d MoE layers", n)
+
         def custom_sampler(self, sampler: Any) -> tuple[Any, Any] | None:
             native, rejection = super().custom_sampler(sampler)
             log.info("dgemma_lsp plugin: DiffusionGemma sampler with Triton kernels (features: %s)", sorted(feats))

@@ -666,6 +666,9 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
     # our denoising kernels; until session 13 "_combine" here also caught the head-512 kernel's _combine_kernel
     ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_state_kernel", "_inputs_kernel")),
+    # per-token fp8 activation quantization (FP8 variant): vLLM's kernel, ours (moe_quant), and inductor's fused
+    # norm/activation + quantize reductions, named after the scaled_mm they feed (until session 16: "other" and "gemm")
+    ("quant", ("_act_quant", "fp8_quant", "scaled_mm_div")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
     # _wide_ / _combine_kernel: our head-512 kernel and its split-key combine
     ("attention", ("attn", "attention", "unified", "paged", "flash", "_wide_", "_combine_kernel")),
@@ -885,6 +888,12 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                             "--canvas", "256", "--no-detok", "--graph-sizes",
                                                             "--quantization", "fp8_dynamic", "--moe-backend", "triton",
                                                             "--shapes", "1024x1,1024x4", "--profile"]),
+        # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
+        # launches), so the same run measures what the piece changes
+        ("ours_fp8dyn_triton_nofq", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES":
+                                     "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_nofq", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         # not run yet: the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick
         # (session 15's profile: 2.80 ms at batch 4 against a 1.75 ms floor)
         ("ours_fp8dyn_lintorch", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_lintorch",

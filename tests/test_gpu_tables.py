@@ -63,6 +63,10 @@ def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
         "_state_kernel": "sampler",
         "_inputs_kernel": "sampler",
         "fused_moe_kernel": "moe",
+        "_act_quant_kernel": "quant",
+        "void vllm::dynamic_per_token_scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4": "quant",
+        "triton_red_fused__to_copy_abs_add_clamp_cutlass_scaled_mm_div_max_mul_reciprocal_rms_norm_": "quant",
+        "void cutlass::device_kernel<vllm::cutlass_3x_gemm_sm90_fp8<cutlass::float_e4m3_t, cutlass:": "gemm",
         "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_TNT": "gemm",
         "triton_red_fused_add_mul_rms_norm_2": "fused_elementwise",
     }

@@ -88,9 +88,20 @@
 #   not run yet (after A14, B12, TUNE=0 C14): JOBS=first_warm,ours_fp8dyn_lintorch
 #            JOB_TIMEOUTS=first_warm=260,ours_fp8dyn_lintorch=240 bash tests/gpu/run_device.sh E15 (the warm-up
 #            against contexts it does not cover; the FP8 variant's layer GEMMs through torch._scaled_mm)
+# Session 16, issue 4 (the FP8 variant's MoE: our per-token fp8 quantization with the gated activation fused in, the
+#   plugin's moe_quant piece):
+#   run A16: carry .kit1 .kit4/fa3.xz.aa   command: bash tests/gpu/run_device.sh A16   (stage; GPU parity, the new
+#            quantization kernel included)
+#   run B12: carry .kit2 .kit4/fa3.xz.ab   command: bash tests/gpu/run_device.sh B12   (stage)
+#   run C16: carry .kit3 .kit4/fa3.xz.ac .kit5   command: bash tests/gpu/run_device.sh C16   (install; the quantization
+#            kernel against vLLM's and our fused MoE against vLLM's; FFN-overlap and tiny vLLM tests)
+#   run E16: carry nothing command: bash tests/gpu/run_device.sh E16 (FP8_DYNAMIC on Triton's MoE: ours with moe_quant,
+#            ours without it, timed + profiled)
+#   run F16: carry nothing command: bash tests/gpu/run_device.sh F16 (the layers' fp8 GEMMs through torch._scaled_mm;
+#            the warm-up against contexts it does not cover)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -417,6 +428,27 @@ D14|E14)  # while warm after C14 (fp8 MoE file in place): D14 ours, ours with th
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   if [ "$N" = D14 ]; then jobs=ours,ours_ffn_overlap,profile,native; lim=ours=150,ours_ffn_overlap=150,profile=90,native=190
   else jobs=ours_fp8_profile,suggest32,native_fp8; lim=ours_fp8_profile=200,suggest32=150,native_fp8=190; fi
+  timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
+    --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
+  ;;
+A16)  # session 16: stage; GPU parity of the kernels (the per-token fp8 quantization included; no vLLM yet)
+  bash .kit1/stage.sh; fa3_stage
+  install_shim; export PYTHONPATH=/tmp/dg
+  timeout 240 "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py tests/gpu/test_gpu_ffn_overlap.py \
+    tests/gpu/test_gpu_act_quant.py
+  ;;
+C16)  # session 16 (after A16 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): install vLLM, FA3 and the fp8 deps; the
+      # quantization kernel against vLLM's kernels, our fused MoE against vLLM's; FFN-overlap and tiny vLLM tests
+  bash .kit3/install.sh || exit 3
+  fa3_stage; fa3_install
+  for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 330 "${PYT[@]}" tests/gpu/test_gpu_act_quant.py tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_vllm_backend.py
+  ;;
+E16|F16)  # session 16, while warm after C16
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  if [ "$N" = E16 ]; then jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_nofq; lim=ours_fp8dyn_triton=240,ours_fp8dyn_triton_nofq=200
+  else jobs=ours_fp8dyn_lintorch,first_warm; lim=ours_fp8dyn_lintorch=240,first_warm=260; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
