@@ -106,7 +106,9 @@ def act_quant_reference(
         a = a.to(x.dtype).to(torch.float32)
         v = (a * x[..., n:].to(torch.float32)).to(x.dtype).to(torch.float32)
     amax = v.abs().amax(dim=-1, keepdim=True)
-    scale = torch.clamp(amax / FP8_MAX, min=MIN_SCALE)
+    # a tensor divisor: PyTorch's CUDA division by a Python scalar multiplies by its reciprocal (not correctly
+    # rounded), and vLLM's kernel divides
+    scale = torch.clamp(amax / torch.full_like(amax, FP8_MAX), min=MIN_SCALE)
     q = (v / scale).clamp(-FP8_MAX, FP8_MAX)
     return q.to(out_dtype), scale
 
