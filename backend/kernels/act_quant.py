@@ -56,6 +56,7 @@ if HAVE_TRITON:
         ACT: tl.constexpr,
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
+        DIV_RN: tl.constexpr = True,  # False: multiply by 1 / scale (not vLLM's numbers; bench/act_quant_sweep.py only)
     ):
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.arange(0, BLOCK_N)
@@ -79,7 +80,10 @@ if HAVE_TRITON:
                 v = (a * u).to(x_ptr.dtype.element_ty).to(tl.float32)
         amax = tl.max(tl.abs(v), axis=1)
         scale = tl.maximum(tl.math.div_rn(amax, 448.0), 4.359654017857143e-06)
-        q = tl.math.div_rn(v, scale[:, None])
+        if DIV_RN:
+            q = tl.math.div_rn(v, scale[:, None])
+        else:
+            q = v * (1.0 / scale)[:, None]
         q = tl.minimum(tl.maximum(q, -448.0), 448.0)
         dst = q_ptr + rows.to(tl.int64)[:, None] * stride_q + cols[None, :]
         tl.store(dst, q.to(q_ptr.dtype.element_ty), mask=mask)
@@ -120,11 +124,14 @@ def act_quant(
     out: torch.Tensor | None = None,
     scale: torch.Tensor | None = None,
     impl: str = "auto",
+    block_m: int | None = None,
+    num_warps: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token fp8 quantization of ``x`` (M, N) (last dim contiguous), or of ``act(gate) * up`` for ``x`` (M, 2N).
 
     Returns ``(q, scale)``: q (M, N) float8_e4m3fn (or ``out``'s dtype), scale (M, 1) float32. ``impl``: ``triton``,
-    ``torch`` (the reference) or ``auto`` (Triton where :func:`kernels_usable`)."""
+    ``torch`` (the reference) or ``auto`` (Triton where :func:`kernels_usable`). ``block_m`` (rows a program) and
+    ``num_warps`` override the launch shape (bench/act_quant_sweep.py)."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(map(str, ACTIVATIONS))}, got {activation!r}")
     if x.ndim != 2 or x.stride(-1) != 1:
@@ -151,10 +158,10 @@ def act_quant(
         return q, s
     block_n = triton.next_power_of_2(n)
     # ~4096 entries a tile: several rows a program where rows are short (the experts' 704-wide intermediate)
-    block_m = max(1, min(16, 4096 // block_n))
+    block_m = block_m or max(1, min(16, 4096 // block_n))
     grid = (triton.cdiv(m, block_m),)
     _act_quant_kernel[grid](
         x, q, s, m, n, x.stride(0), q.stride(0), ACT=ACTIVATIONS[activation], BLOCK_M=block_m, BLOCK_N=block_n,
-        num_warps=4 if block_n <= 2048 else 8,
+        num_warps=num_warps or (4 if block_n <= 2048 else 8),
     )  # fmt: skip
     return q, s
