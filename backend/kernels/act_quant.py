@@ -81,7 +81,12 @@ if HAVE_TRITON:
         amax = tl.max(tl.abs(v), axis=1)
         scale = tl.maximum(tl.math.div_rn(amax, 448.0), 4.359654017857143e-06)
         if DIV_RN:
-            q = tl.math.div_rn(v, scale[:, None])
+            # v / scale correctly rounded without a division per entry (IEEE division is Triton's slow path: ~1.7x
+            # the kernel's time on the H200): r = RN(1 / scale) once a row, then Markstein's correction
+            # q0 = RN(v r), e = v - q0 scale (exact, one fma), q = RN(q0 + e r), which is RN(v / scale)
+            r = tl.math.div_rn(1.0, scale)[:, None]
+            q0 = v * r
+            q = tl.fma(tl.fma(-q0, scale[:, None], v), r, q0)
         else:
             q = v * (1.0 / scale)[:, None]
         q = tl.minimum(tl.maximum(q, -448.0), 448.0)
