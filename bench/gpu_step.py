@@ -26,7 +26,8 @@ denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left
 ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
 ``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
 scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
-``ours_fp8dyn_lintorch`` (Triton's MoE and torch's scaled matmul for the layers),
+``ours_fp8dyn_triton_nofq`` (the same without the plugin's ``moe_quant``), ``ours_fp8dyn_lintorch`` (Triton's MoE
+and torch's scaled matmul for the layers),
 ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
 suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 1777, 3000 and 8000
@@ -894,8 +895,8 @@ def part_vllm(args: argparse.Namespace) -> None:
                                      "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nofq", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
-        # not run yet: the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick
-        # (session 15's profile: 2.80 ms at batch 4 against a 1.75 ms floor)
+        # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (session 15's
+        # profile: 2.80 ms at batch 4 against a 1.75 ms floor); session 16: no gain (20.58 ms against 19.59)
         ("ours_fp8dyn_lintorch", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_lintorch",
                                                               "--canvas", "256", "--no-detok", "--graph-sizes",
                                                               "--quantization", "fp8_dynamic", "--moe-backend",

@@ -85,7 +85,7 @@
 #   run E15: carry nothing command: bash tests/gpu/run_device.sh E15 (FP8_DYNAMIC from config.json: ours with
 #            vLLM's fp8 MoE pick, timed + profiled; ours with Triton's fp8 MoE; native)
 #   second machine (the warm-up over ~1k prompts): S1 (.kit1 .kit4/fa3.xz.aa), B12, F15 (.kit3 .kit4/fa3.xz.ac .kit5)
-#   not run yet (after A14, B12, TUNE=0 C14): JOBS=first_warm,ours_fp8dyn_lintorch
+#   planned then, run in session 16 as F16 (after A14, B12, TUNE=0 C14): JOBS=first_warm,ours_fp8dyn_lintorch
 #            JOB_TIMEOUTS=first_warm=260,ours_fp8dyn_lintorch=240 bash tests/gpu/run_device.sh E15 (the warm-up
 #            against contexts it does not cover; the FP8 variant's layer GEMMs through torch._scaled_mm)
 # Session 16, issue 4 (the FP8 variant's MoE: our per-token fp8 quantization with the gated activation fused in, the
@@ -99,6 +99,10 @@
 #            ours without it, timed + profiled)
 #   run F16: carry nothing command: bash tests/gpu/run_device.sh F16 (the layers' fp8 GEMMs through torch._scaled_mm;
 #            the warm-up against contexts it does not cover)
+#   ran: A16, B12, C16, E16, E16 with JOBS=ours_fp8dyn_triton (after the kernel's division changed), F16.
+#   not run yet (no machine was lent): JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_nofq,first_warm
+#            JOB_TIMEOUTS=ours_fp8dyn_triton=140,ours_fp8dyn_triton_nofq=140,first_warm=270 bash tests/gpu/run_device.sh
+#            E16 (after A16, B12, C16: the shipped moe_quant against none in one run; the warm-up with 1500/2048)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 / T T2 P H / g k t}"
