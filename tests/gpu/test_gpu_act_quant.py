@@ -78,8 +78,9 @@ def _quantized_experts(g: torch.Generator):
     return w1, s1, w2, s2
 
 
+@pytest.mark.parametrize("given_buffers", [False, True])
 @pytest.mark.parametrize("m", [256, 1024])
-def test_fused_experts_match_vllms_triton_fused_moe(m: int) -> None:
+def test_fused_experts_match_vllms_triton_fused_moe(m: int, given_buffers: bool) -> None:
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
     from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
 
@@ -93,7 +94,13 @@ def test_fused_experts_match_vllms_triton_fused_moe(m: int) -> None:
     topk_ids = topk_ids.to(torch.int32)
     ref = fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
                            per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
-    ours = fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    kw = {}
+    if given_buffers:  # as the experts subclass calls it: vLLM's workspace (reused by both GEMMs) and output
+        kw = dict(workspace=torch.full((m * TOP_K * K,), float("nan"), device="cuda", dtype=torch.bfloat16),
+                  output=torch.full((m, K), float("nan"), device="cuda", dtype=torch.bfloat16))  # fmt: skip
+    ours = fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", **kw)
+    if given_buffers:
+        assert ours.data_ptr() == kw["output"].data_ptr()
     assert ours.shape == ref.shape and ours.dtype == ref.dtype
     err = (ours.float() - ref.float()).abs()
     # the same quantized numbers through the same GEMMs: only rare one-ulp activation roundings differ
