@@ -198,7 +198,7 @@ def vllm026_sample_torch(logits, temp, embed, bound: float):
     return canvas, argmax_tokens, soft
 
 
-def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1, block_v: int = 2048):
+def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1, block_v: int = 2048, sample="gumbel"):
     import torch
 
     from dgemma_lsp.backend.kernels import denoise_step
@@ -217,17 +217,21 @@ def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1, block
         impl="triton",
         splits=splits,
         block_v=block_v,
+        sample=sample,
     )
     soft = torch.matmul(out.probs.view(nd, c, -1), embed)
     return out.next_canvas, out.argmax, soft
 
 
-KERNEL_VARIANTS = {  # name -> (splits, block_v) of our row kernel; the sweep picks the plugin's setting
-    "ours_triton": (1, 2048),
-    "ours_triton_split": (None, 2048),
-    "ours_bv1024": (1, 1024),
-    "ours_bv4096": (1, 4096),
-    "ours_split_bv1024": (None, 1024),
+KERNEL_VARIANTS = {  # name -> (splits, block_v, sample) of our row kernel; the sweep picks the plugin's setting
+    "ours_triton": (1, 2048, "gumbel"),
+    "ours_triton_split": (None, 2048, "gumbel"),
+    "ours_bv1024": (1, 1024, "gumbel"),
+    "ours_bv4096": (1, 4096, "gumbel"),
+    "ours_split_bv1024": (None, 1024, "gumbel"),
+    # session 16 (not run yet): one uniform a row, inverse CDF in the probabilities pass (DGEMMA_KERNEL_SAMPLE=cdf)
+    "ours_cdf": (1, 2048, "cdf"),
+    "ours_cdf_bv1024": (1, 1024, "cdf"),
 }
 
 
@@ -246,7 +250,8 @@ def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
             res = {"part": "kernels", "batch": nd, "canvas": c, "logits": str(dtype).split(".")[-1]}
             fns = [("vllm026_eager", vllm026_sample_torch), ("vllm026_compiled", compiled)]
             fns += [
-                (k, functools.partial(ours_sample, splits=sp, block_v=bv)) for k, (sp, bv) in KERNEL_VARIANTS.items()
+                (k, functools.partial(ours_sample, splits=sp, block_v=bv, sample=sm))
+                for k, (sp, bv, sm) in KERNEL_VARIANTS.items()
             ]
             for name, fn in fns:
                 try:
@@ -261,11 +266,12 @@ def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
             emit(res)
     if totals:
         best = min(totals, key=totals.get)
-        splits, block_v = KERNEL_VARIANTS[best]
+        splits, block_v, sample = KERNEL_VARIANTS[best]
         emit({"part": "kernels", "pick": best, "sum_bf16_ms": {k: round(v, 3) for k, v in totals.items()}})
         if kernel_env:  # later runs on the same machine start their engines with the fastest variant
             Path(kernel_env).write_text(
-                f"export DGEMMA_KERNEL_SPLITS={'auto' if splits is None else splits} DGEMMA_KERNEL_BLOCK_V={block_v}\n"
+                f"export DGEMMA_KERNEL_SPLITS={'auto' if splits is None else splits} DGEMMA_KERNEL_BLOCK_V={block_v}"
+                f" DGEMMA_KERNEL_SAMPLE={sample}\n"
             )
 
 
@@ -891,6 +897,10 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                             "--shapes", "1024x1,1024x4", "--profile"]),
         # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
         # launches), so the same run measures what the piece changes
+        # session 16 (not run yet): the row kernel sampling by inverse CDF in its probabilities pass
+        ("ours_fp8dyn_triton_cdf", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_KERNEL_SAMPLE": "cdf"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_cdf", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         ("ours_fp8dyn_triton_nofq", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES":
                                      "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nofq", "--canvas", "256", "--no-detok", "--graph-sizes",

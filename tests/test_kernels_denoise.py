@@ -262,4 +262,77 @@ def test_per_row_seeds_make_rows_independent_of_their_batch_position() -> None:
     assert torch.equal(a.sample[perm], b.sample)
 
 
+def test_cdf_sampling_draws_the_softmax() -> None:
+    """``sample="cdf"`` (one uniform a row, inverse CDF in the probabilities pass): a chi-square test over 400 rows for
+    one global seed and for per-row seeds, as for the Gumbel noise above."""
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    rows = 400
+    logits = (probs.log() * 0.7).expand(rows, 4).contiguous()
+    zeros = torch.zeros(rows, dtype=torch.long)
+    for seed in (5, torch.arange(rows, dtype=torch.int32) * 7 + 3):
+        out = denoise_step(logits, 0.7, renoise_tokens=zeros, seed=seed, probs_dtype=torch.float32, sample="cdf",
+                           impl="triton")  # fmt: skip
+        counts = torch.bincount(out.sample, minlength=4).double()
+        expected = probs.double() * rows
+        chi2 = float(((counts - expected) ** 2 / expected).sum())
+        assert chi2 < 21.1, (chi2, counts.tolist())  # 3 degrees of freedom: p < 1e-4
+
+
+def test_cdf_sampling_over_many_lanes_and_a_ragged_block() -> None:
+    """A vocabulary of 300 in blocks of 64 (4-5 entries a lane, the last block ragged), softcap on: the lane-by-lane
+    order reaches every part of the vocabulary at its rate (a chi-square over the argmax, the lanes in four groups and
+    the first / later blocks); seeded rows reproduce."""
+    v, rows = 300, 400
+    p = torch.softmax(torch.randn(v), 0)
+    logits = (p.log() + 3.0).expand(rows, v).contiguous()
+    q = torch.softmax((torch.tanh(logits[0] / 30.0) * 30.0).double(), 0)
+    seeds = torch.arange(rows, dtype=torch.int32) * 3 + 1
+    kw = dict(renoise_tokens=torch.zeros(rows, dtype=torch.long), probs_dtype=torch.float32, softcap=30.0,
+              sample="cdf", block_v=64, impl="triton")  # fmt: skip
+    out = denoise_step(logits, 1.0, seed=seeds, **kw)
+    assert out.sample.min() >= 0 and out.sample.max() < v
+    idx = torch.arange(v)
+    top = int(q.argmax())
+    # bins: the argmax; the rest by lane group (lane % 64 // 16) and by first block vs later blocks
+    bin_of = torch.where(idx == top, 0, 1 + (idx % 64) // 16 + 4 * (idx >= 64).long())
+    counts = torch.bincount(bin_of[out.sample], minlength=9).double()
+    expected = torch.zeros(9, dtype=torch.float64).index_add_(0, bin_of, q) * rows
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 33.7, (chi2, counts.tolist(), expected.tolist())  # 8 degrees of freedom: p < 1e-4
+    again = denoise_step(logits[:40], 1.0, seed=seeds[:40], **{**kw, "renoise_tokens": kw["renoise_tokens"][:40]})
+    assert torch.equal(out.sample[:40], again.sample)
+
+
+def test_cdf_sampling_leaves_every_other_output_as_gumbel_does() -> None:
+    b, c, v = 2, 8, 517
+    logits, _, temp, renoise, pinned, ptok = _inputs(b, c, v)
+    kw = dict(renoise_tokens=renoise, seed=torch.arange(b * c, dtype=torch.int32), entropy_bound=0.5, pinned=pinned,
+              pinned_tokens=ptok, probs_dtype=torch.bfloat16, impl="triton")  # fmt: skip
+    g = denoise_step(logits, temp, sample="gumbel", **kw)
+    cdf = denoise_step(logits, temp, sample="cdf", **kw)
+    assert torch.equal(g.argmax, cdf.argmax) and torch.equal(g.entropy, cdf.entropy)
+    assert torch.equal(g.probs, cdf.probs) and torch.equal(g.accepted, cdf.accepted)
+    assert not torch.equal(g.sample, cdf.sample)  # the other way of sampling did run (16 spread rows)
+    # the next canvas holds the sample where accepted, the renoise token elsewhere, the pin where pinned
+    exp = torch.where(cdf.accepted, cdf.sample, renoise)
+    exp = torch.where(pinned, ptok, exp)
+    assert torch.equal(cdf.next_canvas, exp)
+    with pytest.raises(ValueError, match="sample"):
+        denoise_step(logits, temp, sample="multinomial", **kw)
+
+
+def test_cdf_sampling_near_one_hot_rows_keep_their_rare_tokens() -> None:
+    """Rows whose argmax holds ~97% of the mass: the other tokens still come up at their rate (3%), not never."""
+    v, rows = 64, 1000
+    logits = torch.full((rows, v), -1.0)
+    logits[:, 5] = 6.0  # p(5) = e^7 / (e^7 + 63) ~ 0.946
+    q = torch.softmax(logits[0].double(), 0)
+    out = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long),
+                       seed=torch.arange(rows, dtype=torch.int32), probs_dtype=torch.float32, sample="cdf",
+                       impl="triton")  # fmt: skip
+    other = float((out.sample != 5).double().mean())
+    expect = float(1 - q[5])
+    assert abs(other - expect) < 4 * (expect * (1 - expect) / rows) ** 0.5, (other, expect)
+
+
 rerun_if_late(globals(), __file__, _LATE)

@@ -66,6 +66,40 @@ if HAVE_TRITON:
         e = tl.where(w < 0.0009765625, w * (1.0 + 0.5 * w) * 1.4426950408889634, -_lg2(u))
         return -_lg2(e)
 
+    def _cdf_sample_fn(base, rest_l, key, best, best_i, lse2, c2, cap_k, cap_c2, V, SOFTCAP: tl.constexpr,
+                       BLOCK_V: tl.constexpr, NB_LANE: tl.constexpr):  # fmt: skip
+        # One exact sample of softmax by inverse CDF over an order of the vocabulary that needs no reduction inside
+        # the probabilities pass: lane j's entries (j, j + BLOCK_V, j + 2 BLOCK_V, ...) lane after lane, the argmax
+        # last. rest_l holds each lane's mass but the argmax's; one uniform u a row picks the lane by a scan over
+        # the lanes, then the entry by a scan over that lane's NB_LANE entries (reloaded). Rows whose u falls on
+        # the argmax (most rows of a confident canvas) stop after one comparison.
+        rest = tl.sum(rest_l, axis=0)
+        total = rest + tl.exp2(best - lse2)
+        hb = (_mix32(key ^ 0x2545F491) >> 8).to(tl.float32)
+        t = (hb * 5.960464477539063e-08 + 2.9802322387695312e-08) * total  # (hb + 0.5) / 2^24 of the total
+        smp = best_i
+        if t < rest:
+            lanes = tl.arange(0, BLOCK_V)
+            cum = tl.cumsum(rest_l, axis=0)
+            lane = tl.min(tl.where(cum > t, lanes, BLOCK_V), axis=0)
+            # rounding can leave t at the very top of the summed mass: then the last lane holding any
+            lane = tl.where(lane < BLOCK_V, lane, tl.max(tl.where(rest_l > 0.0, lanes, 0), axis=0))
+            t2 = t - tl.sum(tl.where(lanes == lane, cum - rest_l, 0.0), axis=0)
+            jj = tl.arange(0, NB_LANE)
+            idx = lane + jj * BLOCK_V
+            ok = (idx < V) & (idx != best_i)
+            x = tl.load(base + idx, mask=ok, other=0.0).to(tl.float32)
+            if SOFTCAP:
+                x2 = (1.0 - 2.0 / (tl.exp2(x * cap_k) + 1.0)) * cap_c2
+            else:
+                x2 = x * c2
+            pe = tl.where(ok, tl.exp2(x2 - lse2), 0.0)
+            c = tl.cumsum(pe, axis=0)
+            j = tl.min(tl.where(c > t2, jj, NB_LANE), axis=0)
+            j = tl.where(j < NB_LANE, j, tl.max(tl.where(pe > 0.0, jj, -1), axis=0))
+            smp = tl.where(j >= 0, lane + j * BLOCK_V, best_i)
+        return smp
+
     def _row_kernel(
         logits_ptr,
         stride_l,
@@ -93,6 +127,8 @@ if HAVE_TRITON:
         SPLIT: tl.constexpr,
         EVEN: tl.constexpr,
         BLOCK_V: tl.constexpr,
+        SAMPLE_CDF: tl.constexpr = False,
+        NB_LANE: tl.constexpr = 1,
     ):
         # Everything runs in log2 units (x2 = x / temp * log2(e)): exp2 is one hardware instruction, exp is two,
         # and one multiply by a per-row constant replaces a division per entry. Entropy and log-sum-exp go back to
@@ -150,8 +186,10 @@ if HAVE_TRITON:
             take = x2 > best
             best_i = tl.where(take, offs, best_i)
             best = tl.where(take, x2, best)
-            # Gumbel-max sample
-            if HAS_NOISE:
+            # Gumbel-max sample (SAMPLE_CDF: the probabilities pass samples instead)
+            if SAMPLE_CDF:
+                pass
+            elif HAS_NOISE:
                 if EVEN:
                     u = tl.load(noise_ptr + row * stride_n + offs).to(tl.float32)
                 else:
@@ -161,10 +199,11 @@ if HAVE_TRITON:
                 hb = (_mix32(offs.to(tl.uint32) * 0x9E3779B9 + key) >> 8).to(tl.float32)  # 24 hashed bits
                 u = hb * 5.960464477539063e-08 + 2.9802322387695312e-08  # (hb + 0.5) / 2^24, never 0 or 1
                 w = (16777215.5 - hb) * 5.960464477539063e-08  # 1 - u, exactly
-            g = x2 + _gumbel2(u, w)
-            gtake = g > gbest
-            gbest_i = tl.where(gtake, offs, gbest_i)
-            gbest = tl.where(gtake, g, gbest)
+            if not SAMPLE_CDF:
+                g = x2 + _gumbel2(u, w)
+                gtake = g > gbest
+                gbest_i = tl.where(gtake, offs, gbest_i)
+                gbest = tl.where(gtake, g, gbest)
             # online entropy per lane with one exp2: r = 2^(min - max) of the old max and the new value
             up = x2 > m
             delta = tl.minimum(m, x2) - tl.maximum(m, x2)
@@ -196,11 +235,14 @@ if HAVE_TRITON:
             tl.store(pb + 6, gbest_i.to(tl.float32))
         else:
             tl.store(argmax_ptr + row, best_i.to(tl.int64))
-            tl.store(sample_ptr + row, gbest_i.to(tl.int64))
+            if not SAMPLE_CDF:
+                tl.store(sample_ptr + row, gbest_i.to(tl.int64))
             tl.store(entropy_ptr + row, tl.log(s) - t / s)
         if WRITE_PROBS and not SPLIT:
             # second pass: softmax(scaled) in the self-conditioning dtype (vLLM multiplies it by the embedding)
             lse2 = big + tl.log2(s)
+            if SAMPLE_CDF:
+                rest_l = tl.zeros((BLOCK_V,), tl.float32)  # per lane: the mass of its entries but the argmax
             for start in range(0, V, BLOCK_V):
                 offs = start + tl.arange(0, BLOCK_V)
                 if EVEN:
@@ -212,11 +254,21 @@ if HAVE_TRITON:
                     x2 = (1.0 - 2.0 / (tl.exp2(x * cap_k) + 1.0)) * cap_c2
                 else:
                     x2 = x * c2
-                p = tl.exp2(x2 - lse2).to(probs_ptr.dtype.element_ty)
+                p32 = tl.exp2(x2 - lse2)
+                p = p32.to(probs_ptr.dtype.element_ty)
                 if EVEN:
                     tl.store(probs_ptr + row * stride_p + offs, p)
                 else:
                     tl.store(probs_ptr + row * stride_p + offs, p, mask=valid)
+                if SAMPLE_CDF:
+                    pe = tl.where(offs == best_i, 0.0, p32)
+                    if not EVEN:
+                        pe = tl.where(valid, pe, 0.0)
+                    rest_l += pe
+            if SAMPLE_CDF:
+                smp = _cdf_sample(base, rest_l, key, best, best_i, lse2, c2, cap_k, cap_c2, V, SOFTCAP, BLOCK_V,
+                                  NB_LANE)  # fmt: skip
+                tl.store(sample_ptr + row, smp.to(tl.int64))
 
     def _probs_kernel(
         logits_ptr,
@@ -339,7 +391,7 @@ def _combine_partials(part: torch.Tensor, argmax: torch.Tensor, sample: torch.Te
 
 
 _JITTED: dict[bool, tuple] = {}
-_mix32 = _lg2 = _gumbel2 = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
+_mix32 = _lg2 = _gumbel2 = _cdf_sample = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
 
 
 def _kernels() -> tuple:
@@ -351,7 +403,8 @@ def _kernels() -> tuple:
         # the row kernel calls these by their global names: jitted in the same mode as the kernels
         # the hardware log2 is inline PTX: the interpreter (CPU tests) gets tl.log2, the reference's precision
         lg2 = _lg2_exact_fn if mode else _lg2_fast_fn
-        globals().update(_mix32=triton.jit(_mix32_fn), _lg2=triton.jit(lg2), _gumbel2=triton.jit(_gumbel2_fn))
+        globals().update(_mix32=triton.jit(_mix32_fn), _lg2=triton.jit(lg2), _gumbel2=triton.jit(_gumbel2_fn),
+                         _cdf_sample=triton.jit(_cdf_sample_fn))  # fmt: skip
         _JITTED[mode] = (triton.jit(_row_kernel), triton.jit(_accept_kernel), triton.jit(_probs_kernel))
     return _JITTED[mode]
 
@@ -375,6 +428,7 @@ def denoise_step(
     impl: str = "auto",
     block_v: int = 2048,
     splits: int | None = 1,
+    sample: str = "gumbel",
 ) -> StepOutput:
     """One denoising step over flattened canvas rows.
 
@@ -387,8 +441,15 @@ def denoise_step(
     into that many programs (1, the default: one program per row; None: enough programs to fill the GPU). On the
     H200 splitting did not pay (canvas 32-64 got slower, bench/RESULTS.md), hence the default. In a hot loop give ``segments`` as an
     int32 tensor on the logits' device and ``max_segment`` (the longest request): then nothing waits for the GPU.
-    ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable).
+    ``impl``: ``"triton"``, ``"torch"`` (the reference) or ``"auto"`` (Triton where usable). ``sample``: how the
+    in-kernel noise samples: ``"gumbel"`` (Gumbel-max, a hash and two logarithms per vocabulary entry in the main
+    pass) or ``"cdf"`` (one uniform a row, inverse CDF inside the probabilities pass; applies with ``seed``,
+    ``probs_dtype`` and one program a row, else Gumbel). Both draw from softmax(logits / T); given ``noise`` is
+    always Gumbel-max, the reference's semantics.
     """
+    if sample not in ("gumbel", "cdf"):
+        raise ValueError(f"sample must be 'gumbel' or 'cdf', got {sample!r}")
+    want_cdf = sample == "cdf"  # (``sample`` names the output tensor below)
     if logits.ndim == 3:
         b, c, v = logits.shape
         if segments is None:
@@ -451,6 +512,7 @@ def denoise_step(
     chunk = _cdiv(_cdiv(v, splits), bv) * bv  # a multiple of the block, so only the last block is ragged
     splits = _cdiv(v, chunk)
     part = torch.empty((n, splits, 8), dtype=torch.float32, device=dev) if splits > 1 else entropy
+    sample_cdf = want_cdf and noise is None and probs is not None and splits == 1
     if n:
         row_kernel, accept_kernel, probs_kernel = _kernels()
         row_kernel[(n, splits)](
@@ -480,6 +542,8 @@ def denoise_step(
             SPLIT=splits > 1,
             EVEN=v % bv == 0 and chunk % bv == 0,
             BLOCK_V=bv,
+            SAMPLE_CDF=sample_cdf,
+            NB_LANE=triton.next_power_of_2(_cdiv(v, bv)) if sample_cdf else 1,
             num_warps=8,
         )
         if splits > 1:

@@ -66,6 +66,42 @@ def test_in_kernel_sampling_follows_the_softmax() -> None:
     assert (freq2 - probs).abs().max() < 0.006
 
 
+def test_cdf_sampling_follows_the_softmax() -> None:
+    """``sample="cdf"`` (DGEMMA_KERNEL_SAMPLE=cdf): one uniform a row, inverse CDF in the probabilities pass."""
+    v = 16
+    probs = torch.softmax(torch.randn(v) * 2, 0).cuda()
+    rows = 200_000
+    logits = probs.log().expand(rows, v).contiguous()
+    seeds = torch.arange(rows, device="cuda", dtype=torch.int32)
+    out = denoise_step(logits, 1.0, renoise_tokens=torch.zeros(rows, dtype=torch.long, device="cuda"), seed=seeds,
+                       probs_dtype=torch.float32, sample="cdf")  # fmt: skip
+    freq = torch.bincount(out.sample, minlength=v).float() / rows
+    assert (freq - probs).abs().max() < 0.006  # ~5 sigma at 200k draws
+
+
+@pytest.mark.parametrize("b,c", [(1, 256), (4, 256)])
+def test_cdf_sampling_at_the_full_vocabulary(b: int, c: int) -> None:
+    """Vocab 262144 as the plugin calls it (bf16 logits, softcap, bf16 probs): every output but the sample is the
+    Gumbel path's; the sample hits the argmax at the rate the probabilities give it."""
+    n = b * c
+    logits = (torch.randn(n, V, device="cuda") * 4).to(torch.bfloat16)
+    logits[: n // 2, 7] += 40.0  # half the rows confident, as late in a denoising run
+    temp = torch.rand(n, device="cuda") * 0.5 + 0.4
+    kw = dict(renoise_tokens=torch.randint(0, V, (n,), device="cuda"), seed=torch.arange(n, device="cuda",
+              dtype=torch.int32), entropy_bound=0.1, segments=torch.arange(0, n + 1, c, device="cuda",
+              dtype=torch.int32), max_segment=c, probs_dtype=torch.bfloat16, softcap=30.0)  # fmt: skip
+    g = denoise_step(logits, temp, sample="gumbel", **kw)
+    k = denoise_step(logits, temp, sample="cdf", **kw)
+    assert torch.equal(g.argmax, k.argmax) and torch.equal(g.entropy, k.entropy)
+    assert torch.equal(g.probs, k.probs) and torch.equal(g.accepted, k.accepted)
+    assert int(k.sample.min()) >= 0 and int(k.sample.max()) < V
+    scaled = torch.tanh(logits.float() / 30.0) * 30.0 / temp[:, None]
+    p_top = torch.softmax(scaled, -1).max(-1).values.double()
+    hits = (k.sample == k.argmax).double()
+    sigma = float((p_top * (1 - p_top)).sum().sqrt()) + 1.0
+    assert abs(float(hits.sum() - p_top.sum())) < 5 * sigma
+
+
 def _cases():
     # the case builders and checks the CPU tests use (tests/canvas_state_cases.py: no triton import at its top)
     import sys
