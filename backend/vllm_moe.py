@@ -3,11 +3,12 @@
 With fp8 weights and per-token fp8 activations (the FP8 variant's FP8_DYNAMIC scheme) and vLLM's Triton fused-MoE
 experts (``vllm_moe_backend: triton``), each MoE layer quantizes its input with vLLM's per-token kernel in the
 prepare step, runs the experts' first GEMM, the gated activation, the per-token kernel again on the 8x wider
-intermediate, and the second GEMM. At a canvas's token counts the two quantizer launches are latency-bound (one
-CUDA block a row): 1.16 ms of a 20.3 ms step at batch 4 on the H200 (bench/RESULTS.md, session 15). Here
-:func:`fused_experts_fp8` quantizes the input with :func:`~.kernels.act_quant.act_quant` (several rows a program)
-and computes ``act(gate) * up`` and its quantization in one launch; the GEMMs, routing and reduction are vLLM's own
-calls with the same arguments, and the quantized values are the same numbers (the kernel's semantics are vLLM's).
+intermediate, and the second GEMM: 1.47 ms of quantizer and activation kernels a step at batch 4 on the H200
+(bench/RESULTS.md, session 16). Here :func:`fused_experts_fp8` quantizes the input with
+:func:`~.kernels.act_quant.act_quant` and computes ``act(gate) * up`` and its quantization in one launch (0.60 ms
+a step); the GEMMs, routing and reduction are vLLM's own calls with the same arguments, and the quantized values are
+the same numbers (GPU tests: bit for bit against vLLM's quantizer). Measured: batch 4 20.51 -> 19.59 ms, batch 1
+10.42 -> 10.13 (FP8_DYNAMIC, Triton's MoE, random weights).
 
 How it reaches the model: vLLM builds the experts object (``TritonExperts``) while processing the loaded weights;
 our model state (built after that) sets the ``__class__`` of each such object whose configuration this path covers

@@ -1,11 +1,12 @@
 """Per-token FP8 quantization of activations, optionally with the gated activation fused in (Triton).
 
 The FP8 variant's scheme (llm-compressor FP8_DYNAMIC) quantizes every activation entering an fp8 GEMM per token.
-Inside vLLM's Triton MoE that is two launches of vLLM's per-token quantizer per layer (the MoE input, and the
-experts' intermediate after a separate activation launch), one CUDA block per row: at a canvas's row counts
-(1024 tokens x top-8 = 8192 rows at batch 4) they are latency-bound, 1.16 ms of a 20.3 ms step on the H200
-(bench/RESULTS.md, session 15). Here one program handles several rows in one tile, and the activation
-(``gelu_tanh(gate) * up`` or ``silu(gate) * up``) is computed in the same pass as the quantization.
+Inside vLLM's Triton MoE that is vLLM's per-token quantizer twice per layer (the MoE input, and the experts'
+intermediate after a separate activation launch that writes it in bf16): 1.16 ms of quantizer kernels in a 20.3 ms
+step at batch 4 on the H200 (bench/RESULTS.md, session 15). For the intermediate (1024 tokens x top-8 = 8192 rows of
+704 at batch 4) the two launches take 39.6 µs a layer where a copy of the bytes a fused kernel moves takes 19.3
+(session 16). Here one launch computes the activation (``gelu_tanh(gate) * up`` or ``silu(gate) * up``) and its
+quantization, several rows a program.
 
 Semantics (:func:`act_quant_reference`), those of vLLM's kernels, so the swap changes no number the GEMMs see:
 
