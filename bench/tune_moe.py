@@ -17,7 +17,9 @@ one CUDA graph, and keep the fastest. What differs, to fit a 10-minute device sl
 
 Writes ``E=128,N=704,device_name=<GPU>.json`` (vLLM's file name) into ``--out-dir`` and one JSON row per M.
 ``--dtype fp8_w8a8``: the weights in fp8 with one scale per expert and matrix, activations quantized per tensor at
-run time (what vLLM's online ``--quantization fp8`` runs), file ``...,dtype=fp8_w8a8.json``.
+run time (what vLLM's online ``--quantization fp8`` runs), file ``...,dtype=fp8_w8a8.json``. ``--dtype
+fp8_w8a8_token`` (session 16, not run yet): the FP8 variant's scheme, one scale per output channel and activations
+quantized per token; vLLM looks both up under the same file name.
 """
 
 from __future__ import annotations
@@ -52,7 +54,12 @@ def space_large() -> list[dict]:
 
 
 _WEIGHTS: list = []
-DTYPE: list[str | None] = [None]  # None (bf16) or "fp8_w8a8": set once per process from --dtype
+DTYPE: list[str | None] = [None]  # None (bf16), "fp8_w8a8" or "fp8_w8a8_token": set once per process from --dtype
+
+
+def config_dtype(dtype: str | None) -> str | None:
+    """vLLM's name for the kernel configs of ``dtype`` (per-tensor and per-token fp8 share one file)."""
+    return "fp8_w8a8" if dtype and dtype.startswith("fp8_w8a8") else dtype
 
 
 def make_inputs(m: int, seed: int = 0):
@@ -66,6 +73,10 @@ def make_inputs(m: int, seed: int = 0):
             if DTYPE[0] == "fp8_w8a8":
                 scale = w.abs().amax(dim=(1, 2)).float() / torch.finfo(torch.float8_e4m3fn).max
                 w = (w / scale[:, None, None].to(w.dtype)).to(torch.float8_e4m3fn)
+                _WEIGHTS.append((w, scale))
+            elif DTYPE[0] == "fp8_w8a8_token":  # one scale per expert and output channel (E, rows, 1)
+                scale = w.abs().amax(dim=2, keepdim=True).float() / torch.finfo(torch.float8_e4m3fn).max
+                w = (w.float() / scale).to(torch.float8_e4m3fn)
                 _WEIGHTS.append((w, scale))
             else:
                 _WEIGHTS.append((w, None))
@@ -86,6 +97,10 @@ def runner(m: int):
         from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
 
         quant = fp8_w8a8_moe_quant_config(w1_scale=s1, w2_scale=s2)  # activations: dynamic per-tensor scales
+    elif DTYPE[0] == "fp8_w8a8_token":
+        from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
+
+        quant = fp8_w8a8_moe_quant_config(w1_scale=s1, w2_scale=s2, per_act_token_quant=True, per_out_ch_quant=True)
 
     def run(config: dict):
         with override_config(dict(config)):
@@ -141,7 +156,8 @@ def main() -> None:
     ap.add_argument("--rows", default="")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds; stops searching (keeps what it has)")
     ap.add_argument("--procs", type=int, default=max(2, min(14, (os.cpu_count() or 4) - 2)))
-    ap.add_argument("--dtype", default="", choices=["", "fp8_w8a8"], help="default: bf16 weights and activations")
+    ap.add_argument("--dtype", default="", choices=["", "fp8_w8a8", "fp8_w8a8_token"],
+                    help="default: bf16 weights and activations")  # fmt: skip
     args = ap.parse_args()
     DTYPE[0] = args.dtype or None
     t0 = time.monotonic()
@@ -149,7 +165,7 @@ def main() -> None:
     import torch.multiprocessing as mp
     from vllm.model_executor.layers.fused_moe.fused_moe import get_config_file_name, get_default_config
 
-    fname = get_config_file_name(E, N, DTYPE[0])
+    fname = get_config_file_name(E, N, config_dtype(DTYPE[0]))
     shipped_file = SHIPPED / fname
     shipped = {int(k): v for k, v in json.loads(shipped_file.read_text()).items() if k.isdigit()} if \
         shipped_file.exists() else {}  # fmt: skip
@@ -177,7 +193,7 @@ def main() -> None:
     best: dict[int, dict] = {}
     for m in SMALL_M + LARGE_M:
         run = runner(m)
-        default = {k: v for k, v in get_default_config(m, E, N, K, TOPK, DTYPE[0]).items() if k in KEYS}
+        default = {k: v for k, v in get_default_config(m, E, N, K, TOPK, config_dtype(DTYPE[0])).items() if k in KEYS}
         near = shipped[min(shipped, key=lambda k: abs(k - m))] if shipped else None
         cands = [("default", default)] + ([("shipped", near)] if near else [])
         space = space_small() if m in SMALL_M else space_large()

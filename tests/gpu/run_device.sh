@@ -105,10 +105,12 @@
 #            E16 (after A16, B12, C16: the shipped moe_quant against none in one run; the warm-up with 1500/2048)
 #   not run yet either: K16 (carry nothing; after A16: the sampling kernels alone, Gumbel against the inverse-CDF
 #            sampling of the row kernel, DGEMMA_KERNEL_SAMPLE), then JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_cdf
-#            bash tests/gpu/run_device.sh E16 (A16 also runs the new GPU tests of the CDF sampling)
+#            bash tests/gpu/run_device.sh E16 (A16 also runs the new GPU tests of the CDF sampling);
+#            T16 (after C16: vLLM's fused-MoE tuning for the FP8 variant's scheme, per-token activations; the file
+#            goes in place for the engine jobs after it, and comes back as $OUT/moe_tuned_fp8_token.json)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -451,6 +453,13 @@ C16)  # session 16 (after A16 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): insta
   for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 330 "${PYT[@]}" tests/gpu/test_gpu_act_quant.py tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_vllm_backend.py
+  ;;
+T16)  # session 16, not run yet (after C16): vLLM's fused-MoE tuning for per-channel fp8 weights and per-token
+      # activations (the FP8 variant's scheme) to /tmp/moe-tuned, which install_shim puts in place for later jobs
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 560 python3 bench/tune_moe.py --dtype fp8_w8a8_token --out-dir /tmp/moe-tuned --rows "$OUT/tune_moe.jsonl" \
+    --budget 480
+  cp /tmp/moe-tuned/*fp8_w8a8.json "$OUT/moe_tuned_fp8_token.json" 2>/dev/null
   ;;
 K16)  # session 16, not run yet (after A16; no vLLM needed): the sampling kernels alone, Gumbel against CDF sampling
   install_shim; export PYTHONPATH=/tmp/dg
