@@ -23,10 +23,11 @@ from typing import Any
 
 import torch
 
+from .kernels import act_quant as _aq
 from .kernels.act_quant import act_quant
 
-# vLLM's MoEActivation values this path computes (the rest go to vLLM's apply)
-ACTIVATIONS = ("gelu_tanh", "silu")
+# vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
+ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
 
 
 def covered(experts: Any) -> bool:

@@ -3,7 +3,8 @@ kernels and a plain copy of the same bytes, at the MoE's batch-4 shapes of Diffu
 
     python3 bench/act_quant_sweep.py [--out rows.jsonl]     (needs CUDA; vLLM for its baselines)
 
-Prints one JSON row per candidate: microseconds a call (median of triton.testing.do_bench) and the bandwidth its
+Session 16 ran it at 15f9e98, where the kernel could also divide per entry (``div_rn`` in its rows); the shipped
+kernel divides once a row. Prints one JSON row per candidate: microseconds a call (median of triton.testing.do_bench) and the bandwidth its
 reads + writes imply."""
 
 from __future__ import annotations
@@ -67,14 +68,13 @@ def main() -> None:
             if block_m * block_n > 16384:
                 continue
             for warps in (1, 2, 4, 8):
-                for div_rn in (True, False):
-                    q = torch.empty(m, n, dtype=torch.float8_e4m3fn, device="cuda")
-                    s = torch.empty(m, 1, dtype=torch.float32, device="cuda")
-                    launch = aq._act_quant_kernel[(triton.cdiv(m, block_m),)]
-                    us = bench(launch, x, q, s, m, n, x.stride(0), q.stride(0), ACT=aq.ACTIVATIONS[act],
-                               BLOCK_M=block_m, BLOCK_N=block_n, DIV_RN=div_rn, num_warps=warps)  # fmt: skip
-                    emit({"case": name, "impl": "ours", "block_m": block_m, "num_warps": warps, "div_rn": div_rn,
-                          "us": round(us, 2), "tb_s": round(moved / us / 1e6, 2)})  # fmt: skip
+                q = torch.empty(m, n, dtype=torch.float8_e4m3fn, device="cuda")
+                s = torch.empty(m, 1, dtype=torch.float32, device="cuda")
+                launch = aq._act_quant_kernel[(triton.cdiv(m, block_m),)]  # the bare launch: no allocation timed
+                us = bench(launch, x, q, s, m, n, x.stride(0), q.stride(0), ACT=aq.ACTIVATIONS[act],
+                           BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)  # fmt: skip
+                emit({"case": name, "impl": "ours", "block_m": block_m, "num_warps": warps, "us": round(us, 2),
+                      "tb_s": round(moved / us / 1e6, 2)})  # fmt: skip
 
 
 if __name__ == "__main__":

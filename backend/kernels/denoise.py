@@ -187,19 +187,17 @@ if HAVE_TRITON:
             best_i = tl.where(take, offs, best_i)
             best = tl.where(take, x2, best)
             # Gumbel-max sample (SAMPLE_CDF: the probabilities pass samples instead)
-            if SAMPLE_CDF:
-                pass
-            elif HAS_NOISE:
-                if EVEN:
-                    u = tl.load(noise_ptr + row * stride_n + offs).to(tl.float32)
-                else:
-                    u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
-                w = 1.0 - u  # exact for u >= 0.5, where it matters
-            else:
-                hb = (_mix32(offs.to(tl.uint32) * 0x9E3779B9 + key) >> 8).to(tl.float32)  # 24 hashed bits
-                u = hb * 5.960464477539063e-08 + 2.9802322387695312e-08  # (hb + 0.5) / 2^24, never 0 or 1
-                w = (16777215.5 - hb) * 5.960464477539063e-08  # 1 - u, exactly
             if not SAMPLE_CDF:
+                if HAS_NOISE:
+                    if EVEN:
+                        u = tl.load(noise_ptr + row * stride_n + offs).to(tl.float32)
+                    else:
+                        u = tl.load(noise_ptr + row * stride_n + offs, mask=valid, other=0.5).to(tl.float32)
+                    w = 1.0 - u  # exact for u >= 0.5, where it matters
+                else:
+                    hb = (_mix32(offs.to(tl.uint32) * 0x9E3779B9 + key) >> 8).to(tl.float32)  # 24 hashed bits
+                    u = hb * 5.960464477539063e-08 + 2.9802322387695312e-08  # (hb + 0.5) / 2^24, never 0 or 1
+                    w = (16777215.5 - hb) * 5.960464477539063e-08  # 1 - u, exactly
                 g = x2 + _gumbel2(u, w)
                 gtake = g > gbest
                 gbest_i = tl.where(gtake, offs, gbest_i)
