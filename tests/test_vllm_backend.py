@@ -102,13 +102,13 @@ def test_cuda_graphs_cover_every_denoising_batch() -> None:
 
 
 def test_row_kernel_launch_shape_from_the_environment() -> None:
-    assert kernel_options({}) == {"block_v": 2048, "splits": 1, "sample": "gumbel"}
+    assert kernel_options({}) == {"block_v": 2048, "splits": 1, "sample": "cdf"}
     assert kernel_options({"DGEMMA_KERNEL_BLOCK_V": "1024", "DGEMMA_KERNEL_SPLITS": "auto"}) == {
         "block_v": 1024,
         "splits": None,
-        "sample": "gumbel",
+        "sample": "cdf",
     }
-    assert kernel_options({"DGEMMA_KERNEL_SAMPLE": "CDF"})["sample"] == "cdf"
+    assert kernel_options({"DGEMMA_KERNEL_SAMPLE": "Gumbel"})["sample"] == "gumbel"
     with pytest.raises(ValueError, match="gumbel or cdf"):
         kernel_options({"DGEMMA_KERNEL_SAMPLE": "multinomial"})
     with pytest.raises(ValueError, match="power of two"):
