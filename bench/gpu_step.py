@@ -823,8 +823,11 @@ def vllm_first_child(args: argparse.Namespace) -> None:
     from dgemma_lsp.backend.vllm_backend import VLLMBackend
 
     async def main() -> None:
+        # vLLM's JIT monitor, verbose: every compile after start is logged with its constants and signature (the
+        # default warns once per kernel name), so a slow first request names the specialisation it paid for
         b = VLLMBackend(args.model, canvas_length=args.canvas, max_num_seqs=4, load_format="dummy",
-                        max_model_len=16384, gpu_memory_utilization=0.8, warm_up=args.warm_up)  # fmt: skip
+                        max_model_len=16384, gpu_memory_utilization=0.8, warm_up=args.warm_up,
+                        engine_overrides={"jit_monitor_verbose": True})  # fmt: skip
         t0 = time.monotonic()
         await b.start()
         start_s = time.monotonic() - t0
@@ -833,6 +836,7 @@ def vllm_first_child(args: argparse.Namespace) -> None:
         async def suggest(n: int) -> float:
             req = CanvasRequest(prompt_ids=rng.integers(10, VOCAB, n).tolist(), canvas_length=32,
                                 max_denoising_steps=8, want_drafts=True)  # fmt: skip
+            print(f"first: a suggestion over {n} context tokens", flush=True)  # (places the JIT lines in the log)
             ts = time.perf_counter()
             async for ev in b.generate(req):
                 if isinstance(ev, Committed):
