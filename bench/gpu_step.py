@@ -596,6 +596,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         graph_kw["moe_backend"] = args.moe_backend
     if args.linear_backend:
         graph_kw["linear_backend"] = args.linear_backend
+    if args.inductor:  # inductor options beside vLLM's own (vLLM adds its defaults to what is given)
+        graph_kw.setdefault("compilation_config", {})["inductor_compile_config"] = json.loads(args.inductor)
     t0 = time.monotonic()
     llm = LLM(
         model=model,
@@ -901,10 +903,15 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                             "--shapes", "1024x1,1024x4", "--profile"]),
         # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
         # launches), so the same run measures what the piece changes
-        # session 16 (not run yet): the row kernel sampling by inverse CDF in its probabilities pass
+        # session 16: the row kernel sampling by inverse CDF in its probabilities pass (session 17: the default; this
+        # job names it explicitly, ours_fp8dyn_triton_gumbel measures the Gumbel-max stream)
         ("ours_fp8dyn_triton_cdf", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_KERNEL_SAMPLE": "cdf"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_cdf", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        ("ours_fp8dyn_triton_gumbel", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_KERNEL_SAMPLE": "gumbel"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_gumbel", "--canvas", "256", "--no-detok",
+          "--graph-sizes", "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4",
+          "--profile"]),
         ("ours_fp8dyn_triton_nofq", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES":
                                      "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nofq", "--canvas", "256", "--no-detok", "--graph-sizes",
@@ -916,6 +923,16 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                               "--quantization", "fp8_dynamic", "--moe-backend",
                                                               "triton", "--linear-backend", "torch",
                                                               "--shapes", "1024x1,1024x4", "--profile"]),
+        # session 17 (not run yet): inductor's coordinate-descent tuning of the kernels it generates. Session 17's
+        # batch-4 profile: its fused norm + quantize reductions take 1.38 ms a step in 120 launches, ~3x their
+        # bytes' time; the same run measures ours_fp8dyn_triton without it
+        ("ours_fp8dyn_triton_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
+          "--inductor", '{"coordinate_descent_tuning": true}']),
+        ("ours_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
+         ["--child", "engine", "--label", "ours_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--shapes", "1024x1,1024x4", "--inductor", '{"coordinate_descent_tuning": true}']),
         ("native_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8dyn", "--canvas",
                                                        "256", "--no-detok", "--quantization", "fp8_dynamic",
                                                        "--shapes", "1024x1,1024x4"]),
@@ -973,6 +990,7 @@ def main() -> None:
     )
     ap.add_argument("--moe-backend", default="", help="vLLM's moe_backend (e.g. triton); default vLLM's pick")
     ap.add_argument("--linear-backend", default="", help="vLLM's linear_backend (e.g. torch); default vLLM's pick")
+    ap.add_argument("--inductor", default="", help='inductor options as JSON, e.g. {"coordinate_descent_tuning": true}')
     ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
