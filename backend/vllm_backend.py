@@ -274,12 +274,15 @@ class _DraftTap:
 
 # The warm-up's prompt lengths (tokens). On the H200 (session 15) one 16-token prompt cut the first 1k-context
 # suggestion after start from 5.6 s to 1.9 s, not to the steady ~145 ms: a 1k prefill and canvas attention over 1k
-# keys still compiled kernels on first use. So: a short prompt, and ~1k on both sides of Triton's divisible-by-16
-# specialization of integer arguments (136 ms for the first 1k suggestion). Still open: the first suggestion over
-# 1337 or 1777 tokens pays ~1.9 s once (3000 and 8000 tokens do not). Prompts of 1500 and 2048 tokens added to these
-# changed nothing (session 17: 2043 / 1804 ms), so they are not here; which kernel compiles is not known yet (vLLM's
-# JIT monitor warns once per kernel name, and its warnings came during the warm-up itself).
-WARM_UP_PROMPT_LENGTHS = (16, 1001, 1024)
+# keys still compiled kernels on first use; with 16, 1001 and 1024 the first 1k suggestion took 136 ms. The first
+# suggestion over 1337 or 1777 tokens still paid ~1.9 s once (sessions 16-17; 3000 and 8000 did not), and prompts of
+# 1500 and 2048 did not help. What explains all of it: a prefill of at most 1024 tokens runs in a CUDA graph padded
+# to a captured size (1001 runs as 1024), a longer one runs eagerly at its own size; Triton specializes integer
+# arguments (a token count, or 8 times it for the MoE's top-8) on divisibility by 16, and the fused MoE picks its
+# tile config by the size nearest its tuned keys (1024 or 2048 here). No warm-up prompt had an odd length over 1024
+# (1500 and 2048 are even; 3000 and 8000 come in chunks of 2048 and a remainder). So: odd, even and multiple-of-16
+# lengths in both tile buckets over 1024. Not yet measured (session 17's closing note).
+WARM_UP_PROMPT_LENGTHS = (16, 1001, 1024, 1101, 1102, 1104, 1801, 1802)
 
 
 class VLLMBackend:

@@ -30,8 +30,8 @@ scheme, per-channel weights and per-token activations, from a config.json; vLLM'
 and torch's scaled matmul for the layers),
 ``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
-suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 1777, 3000 and 8000
-tokens, each twice). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
+suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 1338, 1344, 1777, 1778, 3000
+and 8000 tokens, each twice; every JIT compile logged). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
 
 The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
 decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
@@ -848,7 +848,7 @@ def vllm_first_child(args: argparse.Namespace) -> None:
         lat = [await suggest(1024) for _ in range(3)]
         # then contexts the warm-up does not cover (odd lengths over 1k, ~3k, ~8k), each twice: a first use that pays a
         # compile shows as a first time well over the second (the prefill itself grows with the context)
-        other = {n: [await suggest(n), await suggest(n)] for n in (1337, 1777, 3000, 8000)}
+        other = {n: [await suggest(n), await suggest(n)] for n in (1337, 1338, 1344, 1777, 1778, 3000, 8000)}
         emit({"part": "first", "warm_up": args.warm_up, "start_s": round(start_s, 1),
               "warm_up_info": b.info().detail.get("warm_up"), "first_three_ms": lat,
               "other_ctx_first_second_ms": other})  # fmt: skip
