@@ -930,6 +930,11 @@ def part_vllm(args: argparse.Namespace) -> None:
          ["--child", "engine", "--label", "ours_fp8dyn_triton_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
           "--inductor", '{"coordinate_descent_tuning": true}']),
+        # inductor's multi-kernel: a persistent and a looped variant of each reduction, the faster picked on first use
+        ("ours_fp8dyn_triton_mk", {"DGEMMA_VLLM_PLUGIN": "1"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_mk", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
+          "--inductor", '{"triton.multi_kernel": 1}']),
         ("ours_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
          ["--child", "engine", "--label", "ours_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--shapes", "1024x1,1024x4", "--inductor", '{"coordinate_descent_tuning": true}']),
