@@ -288,6 +288,11 @@ WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
     (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
     # session 12's second sweep (E12): 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
     (128, 32, 2, 8, 2, 4), (128, 64, 4, 8, 1, 2),
+    # session 17 (not run yet): at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third
+    # nearly empty), and d_split 2 computes each QK^T twice. 64-row blocks make 528 (4.0 waves); d_split 1 computes
+    # QK^T once, if its 64 x 512 fp32 accumulator fits
+    (64, 64, 2, 8, 1, 1), (64, 32, 2, 4, 2, 1), (64, 64, 2, 4, 1, 1), (64, 64, 1, 8, 1, 1), (64, 32, 1, 8, 1, 1),
+    (128, 32, 1, 8, 1, 1),
 ]  # fmt: skip
 FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
