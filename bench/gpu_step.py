@@ -700,6 +700,30 @@ def kernel_category(name: str) -> str:
     return "other"
 
 
+def idle_gaps(kern: list[dict], n_steps: int, min_us: float = 5.0, top: int = 8) -> dict:
+    """Where the GPU runs no kernel between the first and the last one of the trace: idle time per step (the span
+    less the union of the kernels' intervals, so kernels overlapping on two streams count once) and the largest
+    gaps of at least ``min_us`` grouped by the kernels on either side (per step: count, ms). Session 17: a step at
+    batch 4 took 19.33 ms against 18.93 ms of kernels, and the profile did not say where the rest went."""
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in kern)
+    idle = 0.0
+    pairs: dict[tuple[str, str], list[float]] = {}
+    if spans:
+        end, last = spans[0][1], spans[0][2]
+        for start, stop, name in spans[1:]:
+            if start > end:
+                idle += start - end
+                if start - end >= min_us:
+                    pairs.setdefault((last[:60], name[:60]), []).append(start - end)
+            if stop >= end:
+                end, last = stop, name
+    ranked = sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]
+    return {
+        "idle_ms_per_step": round(idle / 1e3 / n_steps, 3),
+        "idle_gaps": [[a, b, round(len(g) / n_steps, 1), round(sum(g) / 1e3 / n_steps, 3)] for (a, b), g in ranked],
+    }
+
+
 def summarize_trace(trace: dict, n_steps: int) -> dict:
     """Kernel time per step by category and the top kernels, from a chrome trace of ``n_steps`` engine steps."""
     kern = [e for e in trace.get("traceEvents", []) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -730,6 +754,7 @@ def summarize_trace(trace: dict, n_steps: int) -> dict:
             [n[:70], round(len(d) / n_steps, 1), round(sum(d) / n_steps, 3)]
             for n, d in sorted(by_name.items(), key=lambda kv: -len(kv[1]))[:30]
         ],
+        **idle_gaps(kern, n_steps),
     }
 
 

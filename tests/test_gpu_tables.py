@@ -73,6 +73,26 @@ def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
     assert {name: kernel_category(name) for name in cases} == cases
 
 
+def test_profile_says_where_the_gpu_sat_idle() -> None:
+    """Idle time is the span less the kernels' union (two streams overlapping count once); gaps are grouped by the
+    kernels on either side, largest first, per step."""
+    from gpu_step import summarize_trace
+
+    def k(name: str, ts: float, dur: float) -> dict:
+        return {"cat": "kernel", "name": name, "ts": ts, "dur": dur}
+
+    step = [k("_row_kernel", 0, 100), k("gemm", 400, 50), k("side", 420, 100), k("moe", 530, 20)]
+    # two steps, the second 1000 us after the first
+    events = step + [dict(e, ts=e["ts"] + 1000) for e in step]
+    s = summarize_trace({"traceEvents": events}, n_steps=2)
+    # per step: 300 us after the row kernel, 10 us between "side" (ends 520) and "moe", then 450 us to the next step
+    assert s["idle_ms_per_step"] == round((300 + 10 + 450 + 300 + 10) / 1e3 / 2, 3)
+    first = s["idle_gaps"][0]
+    assert first[:2] == ["_row_kernel", "gemm"] and first[2] == 1.0 and first[3] == 0.3
+    assert ["moe", "_row_kernel", 0.5, 0.225] in s["idle_gaps"]
+    assert all(g[0] != "gemm" for g in s["idle_gaps"])  # "side" overlaps gemm and ends later: the gap is after it
+
+
 def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls() -> None:
     """The floor session 14 holds batch 4 against: the experts' bytes (every expert read once) plus the matmuls'
     FLOPs, which grow with the canvas tokens while the expert bytes do not."""
