@@ -19,6 +19,7 @@ outside the covered configuration goes to vLLM's ``apply``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -28,6 +29,18 @@ from .kernels.act_quant import act_quant
 
 # vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
 ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
+# Opt-in, not yet measured on a GPU: the first expert GEMM writes act(gate) * up itself (.kernels.moe_gated), half
+# the intermediate's bytes; only where vLLM's config has blocks of >= 64 rows (below that vLLM's kernel swaps its
+# operands on the H200, which this one does not). Read once: the MoE forward runs inside CUDA graphs.
+GATED_GEMM_ENV = "DGEMMA_MOE_GATED_GEMM"
+GATED_GEMM_MIN_BLOCK_M = 64
+
+
+def gated_gemm_enabled(environ: dict[str, str] | None = None) -> bool:
+    return (os.environ if environ is None else environ).get(GATED_GEMM_ENV, "0").strip().lower() in ("1", "on", "true")
+
+
+_GATED_GEMM = gated_gemm_enabled()
 
 
 def covered(experts: Any) -> bool:
@@ -93,12 +106,26 @@ def fused_experts_fp8(
     )
     gemm = dict(compute_type=compute_type, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
                 use_int4_w4a16=False, per_channel_quant=True, block_shape=None)  # fmt: skip
-    tm.invoke_fused_moe_triton_kernel(
-        a1q, w1, cache1, a1_scale, w1_scale, None, sorted_token_ids, expert_ids, num_tokens_post_padded,
-        False, top_k, config, B_bias=w1_bias, **gemm,
-    )  # fmt: skip
-    # cache1 is dead once quantized, so cache3 may reuse its memory (as in vLLM)
-    a2q, a2_scale = act_quant(cache1.view(-1, n2), activation)
+    if (
+        _GATED_GEMM
+        and sorted_token_ids is not None
+        and expert_map is None
+        and w1_bias is None
+        and config["BLOCK_SIZE_M"] >= GATED_GEMM_MIN_BLOCK_M
+    ):
+        from .kernels.moe_gated import gated_gemm
+
+        inter = tm._resize_cache(workspace, (num_tokens * top_k, n2 // 2))
+        gated_gemm(a1q, a1_scale, w1, w1_scale, inter, sorted_token_ids, expert_ids, num_tokens_post_padded, top_k,
+                   activation, config)  # fmt: skip
+        a2q, a2_scale = act_quant(inter, None)
+    else:
+        tm.invoke_fused_moe_triton_kernel(
+            a1q, w1, cache1, a1_scale, w1_scale, None, sorted_token_ids, expert_ids, num_tokens_post_padded,
+            False, top_k, config, B_bias=w1_bias, **gemm,
+        )  # fmt: skip
+        # cache1 is dead once quantized, so cache3 may reuse its memory (as in vLLM)
+        a2q, a2_scale = act_quant(cache1.view(-1, n2), activation)
     tm.invoke_fused_moe_triton_kernel(
         a2q, w2, cache3, a2_scale, w2_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
         not apply_router_weight_on_input, 1, config, B_bias=w2_bias, **gemm,

@@ -965,6 +965,10 @@ def part_vllm(args: argparse.Namespace) -> None:
          ["--child", "engine", "--label", "ours_fp8dyn_triton_mk", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
           "--inductor", '{"triton.multi_kernel": 1}']),
+        # the experts' first GEMM writing act(gate) * up itself (DGEMMA_MOE_GATED_GEMM, opt-in; session 17, not run)
+        ("ours_fp8dyn_triton_gg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "1"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_gg", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         ("ours_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
          ["--child", "engine", "--label", "ours_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--shapes", "1024x1,1024x4", "--inductor", '{"coordinate_descent_tuning": true}']),

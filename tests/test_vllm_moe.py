@@ -51,3 +51,11 @@ def test_the_piece_is_on_by_default_and_lives_with_the_sampler() -> None:
     assert "moe_quant" in SAMPLER_FEATURES  # installed by our model state: off where the sampler pieces are off
     assert "moe_quant" not in active_features(True, {})  # vLLM >= 0.32
     assert "moe_quant" not in active_features(False, {"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,moe_config"})
+
+
+def test_the_gated_first_gemm_is_opt_in() -> None:
+    from dgemma_lsp.backend.vllm_moe import gated_gemm_enabled
+
+    assert not gated_gemm_enabled({})
+    assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "0"})
+    assert gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "1"}) and gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": " On "})

@@ -46,6 +46,17 @@ if HAVE_TRITON:
         return b.to(tl.float32, bitcast=True)
 
     @triton.jit
+    def _gated_act(g, ACT: tl.constexpr):
+        # act(gate) in float32, before its rounding to the input dtype (shared with moe_gated's GEMM epilogue)
+        if ACT == 1:
+            # 0.5 g (1 + tanh z) = g / (1 + e^(-2z)), z = sqrt(2/pi) (g + 0.044715 g^3) as vLLM writes it
+            z = 0.7978845608028654 * (g + 0.044715 * (g * g * g))
+            a = g / (1.0 + tl.exp2(tl.minimum(z * -2.8853900817779268, 126.0)))  # no inf: g / 2^126 is 0 in fp8
+        else:
+            a = g / (1.0 + tl.exp2(tl.minimum(g * -1.4426950408889634, 126.0)))
+        return a
+
+    @triton.jit
     def _act_quant_kernel(
         x_ptr,
         q_ptr,
@@ -67,12 +78,7 @@ if HAVE_TRITON:
         else:
             g = tl.load(src, mask=mask, other=0.0).to(tl.float32)
             u = tl.load(src + N, mask=mask, other=0.0).to(tl.float32)
-            if ACT == 1:
-                # 0.5 g (1 + tanh z) = g / (1 + e^(-2z)), z = sqrt(2/pi) (g + 0.044715 g^3) as vLLM writes it
-                z = 0.7978845608028654 * (g + 0.044715 * (g * g * g))
-                a = g / (1.0 + tl.exp2(tl.minimum(z * -2.8853900817779268, 126.0)))  # no inf: g / 2^126 is 0 in fp8
-            else:
-                a = g / (1.0 + tl.exp2(tl.minimum(g * -1.4426950408889634, 126.0)))
+            a = _gated_act(g, ACT)
             if x_ptr.dtype.element_ty == tl.bfloat16:
                 v = _round_bf16(_round_bf16(a) * u)
             else:
