@@ -114,8 +114,9 @@
 #   run G17: carry nothing command: bash tests/gpu/run_device.sh G17 (the gated first GEMM's GPU tests, then the
 #            quantization tests again)
 #   run E17: carry nothing command: bash tests/gpu/run_device.sh E17 (the FP8 variant: ours, ours with the gated first
-#            expert GEMM (DGEMMA_MOE_GATED_GEMM=1), with inductor's coordinate-descent tuning, with inductor's
-#            multi-kernel; timed + profiled)
+#            expert GEMM (DGEMMA_MOE_GATED_GEMM=1), ours with inductor's coordinate-descent tuning; timed + profiled)
+#   run M17: carry nothing command: bash tests/gpu/run_device.sh M17 (inductor's multi-kernel, FP8 variant; bf16 with
+#            coordinate-descent tuning)
 #   run W17: carry nothing command: bash tests/gpu/run_device.sh W17 (the warm-up's new prompt lengths: first
 #            suggestions over 1337, 1338, 1344, 1777, 1778, 3000, 8000 tokens, every JIT compile logged)
 #   run S17: carry nothing command: bash tests/gpu/run_device.sh S17 (the head-512 kernel's sweep with session 17's
@@ -123,7 +124,7 @@
 #            DGEMMA_ATTN_WIDE="<one canvas>@256,<more>", e.g. DGEMMA_ATTN_WIDE=... JOBS=ours_fp8dyn_triton ... E17)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 W17 S17 G17 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -486,10 +487,11 @@ S17)  # session 17 (prepared), while warm after C16: the head-512 sweep alone (n
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 400 python3 bench/gpu_step.py --parts attention --attn-kinds wide --attn-heads 512 --out "$OUT/gpu_step.jsonl"
   ;;
-E17|W17)  # session 17 (prepared), while warm after C16
+E17|M17|W17)  # session 17 (prepared), while warm after C16
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  if [ "$N" = E17 ]; then jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_gg,ours_fp8dyn_triton_cdt,ours_fp8dyn_triton_mk
-    lim=ours_fp8dyn_triton=120,ours_fp8dyn_triton_gg=120,ours_fp8dyn_triton_cdt=200,ours_fp8dyn_triton_mk=140
+  if [ "$N" = E17 ]; then jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_gg,ours_fp8dyn_triton_cdt
+    lim=ours_fp8dyn_triton=150,ours_fp8dyn_triton_gg=130,ours_fp8dyn_triton_cdt=290
+  elif [ "$N" = M17 ]; then jobs=ours_fp8dyn_triton_mk,ours_cdt; lim=ours_fp8dyn_triton_mk=250,ours_cdt=320
   else jobs=first_warm; lim=first_warm=300; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
