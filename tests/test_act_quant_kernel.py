@@ -51,7 +51,8 @@ def test_gated_activation_then_quantize_matches_reference(act: str, m: int, n: i
     torch.testing.assert_close(s, rs, rtol=2**-7, atol=0.0)
     q8, rq8 = q.to(torch.float8_e4m3fn).float(), rq.to(torch.float8_e4m3fn).float()
     same = q8 == rq8
-    assert same.float().mean() >= 0.995, f"{(~same).sum()} of {same.numel()} fp8 entries differ"
+    # (at least one allowed: a 5 x 3 case failed in CI with one entry of 15 a step apart)
+    assert int((~same).sum()) <= max(1, same.numel() // 200), f"{(~same).sum()} of {same.numel()} fp8 entries differ"
     assert torch.all((q8 - rq8).abs() <= rq8.abs() * 2**-3 + 2**-9)  # at most one fp8 step apart
 
 
