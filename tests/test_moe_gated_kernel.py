@@ -7,14 +7,13 @@ lays them out (each expert's rows padded to the block with an out-of-range id)."
 
 from __future__ import annotations
 
-import os
+from interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-import pytest
-import torch
+# before triton is imported (see tests/interpreter_mode.py)
+_LATE = enter_interpreter_mode()
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
-pytest.importorskip("triton")
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from dgemma_lsp.backend.kernels.act_quant import act_quant  # noqa: E402
 from dgemma_lsp.backend.kernels.moe_gated import gated_gemm  # noqa: E402
@@ -113,3 +112,6 @@ def test_bad_arguments_are_refused() -> None:
         gated_gemm(a, a_scale, w, w_scale, torch.empty(8, 16, dtype=torch.bfloat16), ids, blocks, post, 2, None, config)
     with pytest.raises(ValueError, match="bf16"):
         gated_gemm(a, a_scale, w, w_scale, torch.empty(8, 16), ids, blocks, post, 2, "silu", config)
+
+
+rerun_if_late(globals(), __file__, _LATE)
