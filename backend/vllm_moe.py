@@ -26,21 +26,22 @@ import torch
 
 from .kernels import act_quant as _aq
 from .kernels.act_quant import act_quant
+from .vllm_attention import parse_switch
 
 # vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
 ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
 # Opt-in, not yet measured on a GPU: the first expert GEMM writes act(gate) * up itself (.kernels.moe_gated), half
 # the intermediate's bytes; only where vLLM's config has blocks of >= 64 rows (below that vLLM's kernel swaps its
-# operands on the H200, which this one does not). Read once: the MoE forward runs inside CUDA graphs.
+# operands on the H200, which this one does not). Read once, by install(): the MoE forward runs inside CUDA graphs.
 GATED_GEMM_ENV = "DGEMMA_MOE_GATED_GEMM"
 GATED_GEMM_MIN_BLOCK_M = 64
 
 
 def gated_gemm_enabled(environ: dict[str, str] | None = None) -> bool:
-    return (os.environ if environ is None else environ).get(GATED_GEMM_ENV, "0").strip().lower() in ("1", "on", "true")
+    return parse_switch(GATED_GEMM_ENV, (os.environ if environ is None else environ).get(GATED_GEMM_ENV), False)
 
 
-_GATED_GEMM = gated_gemm_enabled()
+_GATED_GEMM = False
 
 
 def covered(experts: Any) -> bool:
@@ -184,6 +185,8 @@ def install(model: Any) -> int:
     """Give each covered ``TritonExperts`` object in ``model`` the subclass; returns how many were switched."""
     from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
 
+    global _GATED_GEMM
+    _GATED_GEMM = gated_gemm_enabled()  # a bad value stops the engine's start with the variable's name
     cls = experts_class()
     switched = 0
     for module in model.modules():

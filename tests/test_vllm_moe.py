@@ -59,3 +59,5 @@ def test_the_gated_first_gemm_is_opt_in() -> None:
     assert not gated_gemm_enabled({})
     assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "0"})
     assert gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "1"}) and gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": " On "})
+    with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_GEMM"):  # a typo is refused, not read as off
+        gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "yse"})
