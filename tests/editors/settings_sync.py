@@ -74,7 +74,7 @@ DESCRIPTIONS: dict[str, str] = {
     "vllm_max_model_len": "vllm backend: maximum model length (tokens).",
     "vllm_max_num_seqs": "vllm backend: maximum sequences in flight (1-4).",
     "vllm_eager_start": "vllm backend: start the engine at server start instead of on first use.",
-    "vllm_warm_up": "vllm backend: run short requests (prompts of 16 to 2048 tokens) when the engine starts, so the "
+    "vllm_warm_up": "vllm backend: run short requests (prompts of 16 to 1802 tokens) when the engine starts, so the "
     "first suggestion does not wait for kernel compilation.",
     "vllm_moe_backend": "vllm backend: vLLM's kernel for the experts (auto = vLLM's pick; triton measured faster "
     "for the FP8 variant on the H200).",
