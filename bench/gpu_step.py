@@ -969,6 +969,12 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8dyn_triton_gg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "1"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_gg", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        # session 18: both session-17 pieces that measured near 19.1 ms at batch 4 (gated first GEMM, inductor's
+        # coordinate-descent tuning), together
+        ("ours_fp8dyn_triton_gg_cdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "1"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_gg_cdt", "--canvas", "256", "--no-detok",
+          "--graph-sizes", "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4",
+          "--profile", "--inductor", '{"coordinate_descent_tuning": true}']),
         ("ours_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
          ["--child", "engine", "--label", "ours_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--shapes", "1024x1,1024x4", "--inductor", '{"coordinate_descent_tuning": true}']),
