@@ -39,6 +39,7 @@ from .contract import (
     ProgressCallback,
     Stats,
 )
+from .vllm_attention import parse_switch
 
 if TYPE_CHECKING:
     from dgemma_lsp.config import Settings
@@ -143,6 +144,22 @@ def cudagraph_capture_sizes(canvas: int, max_num_seqs: int) -> list[int] | None:
     sizes = {1, 2, 4} | set(range(8, 256, 8)) | set(range(256, 513, 16))
     sizes |= {canvas * k for k in range(1, max_num_seqs + 1)}
     return sorted(sizes)
+
+
+INDUCTOR_CDT_ENV = "DGEMMA_INDUCTOR_CDT"
+
+
+def inductor_compile_config(environ: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """Inductor options beside vLLM's own (vLLM adds its defaults to what is given), or None for vLLM's alone.
+
+    ``DGEMMA_INDUCTOR_CDT`` (on by default): coordinate-descent tuning of the Triton kernels inductor generates (the
+    fused norm + fp8-quantize reductions); H200, FP8 variant, batch 4: 0.10 ms a step less in those kernels, ~35 s
+    more on the first, uncached compile (bench/RESULTS.md, session 18).
+    """
+    env = os.environ if environ is None else environ
+    if parse_switch(INDUCTOR_CDT_ENV, env.get(INDUCTOR_CDT_ENV)):
+        return {"coordinate_descent_tuning": True}
+    return None
 
 
 @dataclass(slots=True)
@@ -390,9 +407,16 @@ class VLLMBackend:
             kw["quantization"] = self.quantization
         if self.moe_backend != "auto":
             kw["moe_backend"] = self.moe_backend
-        sizes = None if self.enforce_eager else cudagraph_capture_sizes(self.canvas_length, self.max_num_seqs)
-        if sizes:
-            kw["compilation_config"] = {"cudagraph_capture_sizes": sizes}
+        compilation: dict[str, Any] = {}
+        if not self.enforce_eager:
+            sizes = cudagraph_capture_sizes(self.canvas_length, self.max_num_seqs)
+            if sizes:
+                compilation["cudagraph_capture_sizes"] = sizes
+            inductor = inductor_compile_config()
+            if inductor:
+                compilation["inductor_compile_config"] = inductor
+        if compilation:
+            kw["compilation_config"] = compilation
         kw.update(self.engine_overrides)
         return {k: v for k, v in kw.items() if v is not None}
 

@@ -589,11 +589,14 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 
     label, canvas, steps = args.label, args.canvas, args.steps
     graph_kw = {}
-    if args.graph_sizes:  # what VLLMBackend starts: CUDA graphs for every denoising batch (up to 4 canvases)
-        from dgemma_lsp.backend.vllm_backend import cudagraph_capture_sizes
+    inductor: dict = {}
+    if args.graph_sizes:  # what VLLMBackend starts: CUDA graphs for every denoising batch (up to 4 canvases) and its
+        # inductor options (DGEMMA_INDUCTOR_CDT)
+        from dgemma_lsp.backend.vllm_backend import cudagraph_capture_sizes, inductor_compile_config
 
         sizes = cudagraph_capture_sizes(canvas, 4)
         graph_kw = {"compilation_config": {"cudagraph_capture_sizes": sizes}} if sizes else {}
+        inductor = inductor_compile_config() or {}
     model, quantization = args.model, args.quantization or None
     if quantization == "fp8_dynamic":  # a checkpoint's own config, not an engine argument
         model, quantization = str(fp8_dynamic_variant(Path(model))), None
@@ -601,8 +604,9 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         graph_kw["moe_backend"] = args.moe_backend
     if args.linear_backend:
         graph_kw["linear_backend"] = args.linear_backend
-    if args.inductor:  # inductor options beside vLLM's own (vLLM adds its defaults to what is given)
-        graph_kw.setdefault("compilation_config", {})["inductor_compile_config"] = json.loads(args.inductor)
+    inductor |= json.loads(args.inductor) if args.inductor else {}
+    if inductor:  # inductor options beside vLLM's own (vLLM adds its defaults to what is given)
+        graph_kw.setdefault("compilation_config", {})["inductor_compile_config"] = inductor
     t0 = time.monotonic()
     llm = LLM(
         model=model,
@@ -953,31 +957,26 @@ def part_vllm(args: argparse.Namespace) -> None:
                                                               "--quantization", "fp8_dynamic", "--moe-backend",
                                                               "triton", "--linear-backend", "torch",
                                                               "--shapes", "1024x1,1024x4", "--profile"]),
-        # session 17 (not run yet): inductor's coordinate-descent tuning of the kernels it generates. Session 17's
-        # batch-4 profile: its fused norm + quantize reductions take 1.38 ms a step in 120 launches, ~3x their
-        # bytes' time; the same run measures ours_fp8dyn_triton without it
-        ("ours_fp8dyn_triton_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
-          "--inductor", '{"coordinate_descent_tuning": true}']),
+        # session 18: session 17's defaults (before the gated first GEMM and inductor's coordinate-descent tuning
+        # became the defaults), and each of the two off alone, so one run measures what they change
+        ("ours_fp8dyn_triton_s17", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_s17", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        ("ours_fp8dyn_triton_nogg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "0"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_nogg", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        ("ours_fp8dyn_triton_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         # inductor's multi-kernel: a persistent and a looped variant of each reduction, the faster picked on first use
         ("ours_fp8dyn_triton_mk", {"DGEMMA_VLLM_PLUGIN": "1"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_mk", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
           "--inductor", '{"triton.multi_kernel": 1}']),
-        # the experts' first GEMM writing act(gate) * up itself (DGEMMA_MOE_GATED_GEMM, opt-in; session 17, not run)
-        ("ours_fp8dyn_triton_gg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "1"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_gg", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
-        # session 18: both session-17 pieces that measured near 19.1 ms at batch 4 (gated first GEMM, inductor's
-        # coordinate-descent tuning), together
-        ("ours_fp8dyn_triton_gg_cdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "1"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_gg_cdt", "--canvas", "256", "--no-detok",
-          "--graph-sizes", "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4",
-          "--profile", "--inductor", '{"coordinate_descent_tuning": true}']),
-        ("ours_cdt", {"DGEMMA_VLLM_PLUGIN": "1"},
-         ["--child", "engine", "--label", "ours_cdt", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--shapes", "1024x1,1024x4", "--inductor", '{"coordinate_descent_tuning": true}']),
+        # bf16 without inductor's coordinate-descent tuning (session 18 measured it with the FP8 variant only)
+        ("ours_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
+         ["--child", "engine", "--label", "ours_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--shapes", "1024x1,1024x4"]),
         ("native_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8dyn", "--canvas",
                                                        "256", "--no-detok", "--quantization", "fp8_dynamic",
                                                        "--shapes", "1024x1,1024x4"]),

@@ -112,7 +112,7 @@ def test_fused_experts_match_vllms_triton_fused_moe(m: int, given_buffers: bool)
 
 @pytest.mark.parametrize("m", [1024, 2048])
 def test_gated_first_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``DGEMMA_MOE_GATED_GEMM`` (opt-in): the first GEMM writing ``act(gate) * up`` itself gives the same MoE output as
+    """``DGEMMA_MOE_GATED_GEMM`` (on by default): the first GEMM writing ``act(gate) * up`` itself gives the same MoE output as
     the shipped path (vLLM's GEMM, then act_quant's gated kernel), and as vLLM's fused MoE within the same bounds."""
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
     from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
