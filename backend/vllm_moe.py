@@ -44,6 +44,50 @@ def gated_gemm_enabled(environ: dict[str, str] | None = None) -> bool:
 
 _GATED_GEMM = False
 
+GATED_TILES_ENV = "DGEMMA_MOE_GATED_TILES"
+# block_n per accumulator, block_k, group_m, warps, stages; the row block stays vLLM's config's (the alignment's)
+GatedTiles = tuple[int, int, int, int, int]
+
+
+def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, GatedTiles], ...]:
+    """``DGEMMA_MOE_GATED_TILES``: unset -> ``()`` (vLLM's config with BLOCK_N halved for every size); else comma
+    separated ``block_n:block_k:group_m:warps:stages[@max_tokens]`` items (block_n per accumulator; block sizes
+    powers of two >= 16, warps a power of two): a call of T tokens takes the first item with ``max_tokens >= T``,
+    then an item without a limit; none matching: vLLM's config halved. Returns ``((max_tokens or None, tiles), ...)``,
+    smallest limit first, the unlimited one last."""
+    val = (raw or "").strip()
+    if not val:
+        return ()
+    out: list[tuple[int | None, GatedTiles]] = []
+    for item in (p.strip() for p in val.split(",")):
+        spec, _, limit = item.partition("@")
+        parts = spec.split(":")
+        ok = len(parts) == 5 and all(p.isdigit() and int(p) >= 1 for p in parts) and (not limit or limit.isdigit())
+        if ok:
+            bn, bk, group, warps, stages = (int(p) for p in parts)
+            ok = all(x >= 16 and x & (x - 1) == 0 for x in (bn, bk)) and warps & (warps - 1) == 0
+        if not ok:
+            raise ValueError(
+                f"{GATED_TILES_ENV}: {raw!r} is not block_n:block_k:group_m:warps:stages[@max_tokens],... "
+                "(block sizes powers of two >= 16; e.g. 64:128:16:8:4@1024)"
+            )
+        out.append((int(limit) if limit else None, (bn, bk, group, warps, stages)))
+    unlimited = [x for x in out if x[0] is None]
+    if len(unlimited) > 1:
+        raise ValueError(f"{GATED_TILES_ENV}: {raw!r}: at most one item without @max_tokens")
+    return (*sorted((x for x in out if x[0] is not None), key=lambda x: x[0]), *unlimited)
+
+
+def gated_tiles_for(table: tuple[tuple[int | None, GatedTiles], ...], num_tokens: int) -> GatedTiles | None:
+    """The tiles :func:`parse_gated_tiles`'s table gives a call of ``num_tokens`` tokens (None: vLLM's halved)."""
+    for limit, tiles in table:
+        if limit is None or num_tokens <= limit:
+            return tiles
+    return None
+
+
+_GATED_TILES: tuple[tuple[int | None, GatedTiles], ...] = ()
+
 
 def covered(experts: Any) -> bool:
     """True for an experts object whose configuration :func:`fused_experts_fp8` reproduces: fp8 weights with
@@ -119,7 +163,7 @@ def fused_experts_fp8(
 
         inter = tm._resize_cache(workspace, (num_tokens * top_k, n2 // 2))
         gated_gemm(a1q, a1_scale, w1, w1_scale, inter, sorted_token_ids, expert_ids, num_tokens_post_padded, top_k,
-                   activation, config)  # fmt: skip
+                   activation, config, gated_tiles_for(_GATED_TILES, num_tokens))  # fmt: skip
         a2q, a2_scale = act_quant(inter, None)
     else:
         tm.invoke_fused_moe_triton_kernel(
@@ -186,8 +230,9 @@ def install(model: Any) -> int:
     """Give each covered ``TritonExperts`` object in ``model`` the subclass; returns how many were switched."""
     from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
 
-    global _GATED_GEMM
+    global _GATED_GEMM, _GATED_TILES
     _GATED_GEMM = gated_gemm_enabled()  # a bad value stops the engine's start with the variable's name
+    _GATED_TILES = parse_gated_tiles(os.environ.get(GATED_TILES_ENV))
     cls = experts_class()
     switched = 0
     for module in model.modules():

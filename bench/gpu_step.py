@@ -965,6 +965,10 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8dyn_triton_nogg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "0"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nogg", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        # the gated GEMM with the tiles bench/gated_sweep.py picked (passed as GATED_TILES_TRY, see run_device.sh E18)
+        ("ours_fp8dyn_triton_gt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_TILES": os.environ.get("GATED_TILES_TRY", "")},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_gt", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         ("ours_fp8dyn_triton_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),

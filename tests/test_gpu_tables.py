@@ -125,3 +125,17 @@ def test_the_fp8_variants_floor_halves_the_experts_and_keeps_the_vocabulary_matm
     assert fp8["lm_head"] == bf16["lm_head"] and fp8["self_cond"] == bf16["self_cond"]
     assert bf16["dense"] / 2 < fp8["dense"] < bf16["dense"] * 0.55  # the bf16 self-conditioning MLP stays
     assert 10.0 < fp8["sum_ms"] < 11.2
+
+
+def test_the_gated_tile_sweep_picks_a_tile_only_when_it_beats_the_default_by_a_margin() -> None:
+    from gated_sweep import pick, space
+
+    from dgemma_lsp.backend.vllm_moe import parse_gated_tiles
+
+    times = {"shipped": 100.0, "gated": 104.0, "64:128:1:4:3": 103.5, "32:128:16:8:4": 98.0}
+    item = pick(times, 1024)
+    assert item == "32:128:16:8:4@1024"
+    assert parse_gated_tiles(item) == ((1024, (32, 128, 16, 8, 4)),)  # what the engine reads back
+    assert pick({"shipped": 100.0, "gated": 104.0, "64:128:1:4:3": 103.5}, 1024) is None  # within 1%: no change
+    assert pick({"shipped": 100.0, "gated": 104.0}, 1024) is None
+    assert all(parse_gated_tiles(":".join(map(str, t))) for t in space())  # every candidate is a valid value

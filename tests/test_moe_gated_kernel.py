@@ -90,6 +90,20 @@ def test_same_quantizer_input_as_vllms_gemm_then_act_quant(activation, tokens, n
     torch.testing.assert_close(out.float(), ref.float(), rtol=1e-2, atol=1e-3)
 
 
+@pytest.mark.parametrize("tiles", [(16, 16, 1, 4, 2), (32, 64, 3, 8, 4)])
+def test_a_tuned_tile_gives_the_same_numbers(tiles) -> None:
+    """DGEMMA_MOE_GATED_TILES' tiles (block_n per accumulator, block_k, group_m, warps, stages) replace vLLM's halved
+    config: K = 80 leaves a remainder for block_k 16 and 64, N = 24 one for block_n 16 and 32."""
+    config = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 1}
+    a, a_scale, w, w_scale, topk_ids = _case(9, 5, 24, 80, 2, seed=11)
+    ids, blocks, post = _align(topk_ids, 16, 5)
+    ref = torch.full((18, 24), float("nan"), dtype=torch.bfloat16)
+    gated_gemm(a, a_scale, w, w_scale, ref, ids, blocks, post, 2, "gelu_tanh", config)
+    out = torch.full_like(ref, float("nan"))
+    gated_gemm(a, a_scale, w, w_scale, out, ids, blocks, post, 2, "gelu_tanh", config, tiles)
+    assert not out.isnan().any() and torch.equal(out, ref)
+
+
 def test_a_wrong_expert_or_scale_shows() -> None:
     """The test above can fail: the up half's scale or another expert's weights change the output."""
     config = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 1}

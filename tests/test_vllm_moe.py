@@ -62,3 +62,21 @@ def test_the_gated_first_gemm_is_on_unless_switched_off() -> None:
     assert gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "1"}) and gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": " On "})
     with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_GEMM"):  # a typo is refused, not read as off
         gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "yse"})
+
+
+def test_gated_tiles_per_call_size_from_the_environment() -> None:
+    from dgemma_lsp.backend.vllm_moe import gated_tiles_for, parse_gated_tiles
+
+    assert parse_gated_tiles(None) == () and parse_gated_tiles(" ") == ()
+    assert gated_tiles_for((), 1024) is None  # unset: vLLM's config with BLOCK_N halved
+    table = parse_gated_tiles("128:64:1:8:3, 64:128:16:8:4@1024,32:128:1:4:5@512")
+    assert table == ((512, (32, 128, 1, 4, 5)), (1024, (64, 128, 16, 8, 4)), (None, (128, 64, 1, 8, 3)))
+    assert gated_tiles_for(table, 256) == (32, 128, 1, 4, 5)
+    assert gated_tiles_for(table, 1024) == (64, 128, 16, 8, 4)
+    assert gated_tiles_for(table, 1025) == (128, 64, 1, 8, 3)
+    limited = parse_gated_tiles("64:128:16:8:4@1024")
+    assert gated_tiles_for(limited, 2048) is None  # past every limit, no catch-all: vLLM's halved config
+    for bad in ("64:128:16:8", "48:128:16:8:4", "64:8:16:8:4", "64:128:16:6:4", "64:128:16:8:4@x",
+                "64:128:0:8:4", "64:128:16:8:4,32:64:1:4:3"):  # fmt: skip
+        with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_TILES"):
+            parse_gated_tiles(bad)

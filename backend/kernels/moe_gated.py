@@ -109,11 +109,14 @@ def gated_gemm(
     top_k: int,
     activation: str,
     config: dict,
+    tiles: tuple[int, int, int, int, int] | None = None,
 ) -> torch.Tensor:
     """``out`` (tokens x top_k, N) bf16 = ``act(gate) * up`` of the first expert GEMM: ``a`` (tokens, K) fp8 with
     per-token ``a_scale`` (tokens, 1); ``w`` (E, 2N, K) fp8 with per-channel ``w_scale`` (E, 2N, 1); the alignment
     tensors of vLLM's ``moe_align_block_size`` for ``config["BLOCK_SIZE_M"]``. ``config`` is vLLM's fused-MoE config
-    for these sizes; each accumulator gets half its ``BLOCK_SIZE_N``, so the registers match vLLM's launch."""
+    for these sizes; each accumulator gets half its ``BLOCK_SIZE_N``, so the registers match vLLM's launch.
+    ``tiles`` (``block_n`` per accumulator, ``block_k``, ``group_m``, warps, stages) replaces all but the row block,
+    which is the alignment's."""
     if activation not in ACTIVATIONS or activation is None:
         raise ValueError(f"gated_gemm needs a gated activation, got {activation!r}")
     e, n2, k = w.shape
@@ -121,15 +124,19 @@ def gated_gemm(
     if out.shape != (a.shape[0] * top_k, n) or out.dtype != torch.bfloat16 or out.stride(-1) != 1:
         raise ValueError(f"out must be ({a.shape[0] * top_k}, {n}) bf16 with a contiguous last dimension")
     em = sorted_token_ids.numel()
-    bm, bn = config["BLOCK_SIZE_M"], max(16, config["BLOCK_SIZE_N"] // 2)
+    bm = config["BLOCK_SIZE_M"]
+    if tiles is None:
+        bn, bk = max(16, config["BLOCK_SIZE_N"] // 2), config["BLOCK_SIZE_K"]
+        group, warps, stages = config.get("GROUP_SIZE_M", 1), config.get("num_warps", 4), config.get("num_stages", 3)
+    else:
+        bn, bk, group, warps, stages = tiles
     grid = (triton.cdiv(em, bm) * triton.cdiv(n, bn),)
     _gated_gemm_kernel[grid](
         a, a_scale, w, w_scale, out, sorted_token_ids, expert_ids, num_tokens_post_padded,
         n, k, em, a.shape[0] * top_k,
         a.stride(0), a.stride(1), a_scale.stride(0), w.stride(0), w.stride(1), w.stride(2),
         w_scale.stride(0), w_scale.stride(1), out.stride(0),
-        top_k=top_k, ACT=ACTIVATIONS[activation], BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn,
-        BLOCK_SIZE_K=config["BLOCK_SIZE_K"], GROUP_SIZE_M=config.get("GROUP_SIZE_M", 1),
-        num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 3),
+        top_k=top_k, ACT=ACTIVATIONS[activation], BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk,
+        GROUP_SIZE_M=group, num_warps=warps, num_stages=stages,
     )  # fmt: skip
     return out

@@ -126,12 +126,16 @@
 #   JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_gg_cdt E17; S17; JOBS=<gg_cdt, ours, gg_cdt, ours> E17; W17 (the job
 #   names of that commit, 11a955b; since then gg + cdt are the defaults and ours_fp8dyn_triton is them). Next
 #   (prepared, not run), after A16, B12, C16 (C16's tiny vLLM tests then run with the new defaults):
+#   run Q18: carry nothing command: bash tests/gpu/run_device.sh Q18 (bench/gated_sweep.py: the gated first GEMM's
+#            tiles at 512 / 1024 / 2048 tokens, the whole MoE call timed; winners beating the default by > 1% go to
+#            /tmp/gated.env as DGEMMA_MOE_GATED_TILES)
 #   run E18: carry nothing command: bash tests/gpu/run_device.sh E18 (the FP8 variant with the defaults against
-#            session 17's (ours_fp8dyn_triton_s17), twice, interleaved); then JOBS=ours,ours_nocdt E18 (bf16 with
-#            and without coordinate-descent tuning: bf16 has not run with it)
+#            session 17's (ours_fp8dyn_triton_s17) and, after Q18 found winners, with Q18's tiles
+#            (ours_fp8dyn_triton_gt), interleaved); then JOBS=ours,ours_nocdt E18 (bf16 with and without
+#            coordinate-descent tuning: bf16 has not run with it)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / E18 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q18 E18 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -506,10 +510,19 @@ E17|M17|W17)  # session 17 (prepared), while warm after C16
 E18)  # session 18 (prepared), while warm after C16: the new defaults (gated first GEMM, coordinate-descent tuning)
       # against session 17's in one run, interleaved; the first job compiles cold (session 18: > 150 s)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  export GATED_TILES_TRY="$(sed -n 's/^export DGEMMA_MOE_GATED_TILES=//p' /tmp/gated.env 2>/dev/null)"
   jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_s17,ours_fp8dyn_triton,ours_fp8dyn_triton_s17  # bf16: JOBS=ours,ours_nocdt
+  [ -n "$GATED_TILES_TRY" ] && jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_s17,ours_fp8dyn_triton_gt,ours_fp8dyn_triton,ours_fp8dyn_triton_gt
+  echo "GATED_TILES_TRY=$GATED_TILES_TRY"
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
-    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=220,ours_fp8dyn_triton_s17=130,ours=250,ours_nocdt=200}" \
+    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=220,ours_fp8dyn_triton_s17=120,ours_fp8dyn_triton_gt=120,ours=250,ours_nocdt=200}" \
     --out "$OUT/gpu_step.jsonl"
+  ;;
+Q18)  # session 18 (prepared), while warm after C16: the gated first GEMM's tile sweep (bench/gated_sweep.py)
+  install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
+  timeout 420 python3 bench/gated_sweep.py --tokens 1024,512,2048 --rows "$OUT/gated_sweep.jsonl" \
+    --env-out /tmp/gated.env --budget 360
+  cat /tmp/gated.env 2>/dev/null
   ;;
 E16|F16)  # session 16, while warm after C16
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
