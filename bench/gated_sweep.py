@@ -11,7 +11,7 @@ sum) at the 26B's expert shape (E=128, N=704, K=2816, top-8, per-channel fp8 wei
   alignment's, vLLM's config's),
 
 10 calls per CUDA-graph replay, the median of 20 replays (vLLM's tuner's way, as bench/tune_moe.py). Each candidate's
-output is checked against ``gated``'s (a different ``block_k`` sums in another order: rare last-bit differences).
+output is checked against ``gated``'s within tests/gpu's bounds (another ``block_k`` sums in another order).
 Triton compiles the candidates in a pool of processes first. Prints and writes (``--env-out``) the
 ``DGEMMA_MOE_GATED_TILES`` value of the winners that beat ``gated`` by more than 1%, one ``@tokens`` item per size:
 
@@ -152,10 +152,11 @@ def main() -> None:
             if time.monotonic() - t0 > args.budget:
                 row["budget_hit"] = True
                 break
-            out = run(t)
-            same = (out == ref).float().mean().item()
-            if same < 0.999:  # another summation order changes rare last bits; more is a wrong tile
-                mismatch[":".join(map(str, t))] = round(same, 5)
+            err = (run(t).float() - ref.float()).abs()
+            # another block_k sums along K in another order: last-bit flips that the fp8 requantization and the
+            # second GEMM spread, well inside tests/gpu's bounds against vLLM's fused MoE; a wrong tile is far out
+            if err.max() > 0.02 * ref.float().abs().max() or err.mean() > 1e-3 * ref.float().abs().mean():
+                mismatch[":".join(map(str, t))] = round(err.max().item(), 5)
                 continue
             times[":".join(map(str, t))] = time_config(run, t)
         item = pick(times, m)

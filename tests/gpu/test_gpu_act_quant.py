@@ -131,9 +131,17 @@ def test_gated_first_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch: py
 
     calls = []
     real = moe_gated.gated_gemm
-    monkeypatch.setattr(moe_gated, "gated_gemm", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(moe_gated, "gated_gemm", lambda *a, **kw: calls.append(a[10:]) or real(*a, **kw))
     gated = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
     assert calls, "the gated GEMM did not run (vLLM's config for these sizes has blocks under 64 rows?)"
+    # DGEMMA_MOE_GATED_TILES' tiles reach the kernel; with the config's block_k (the same order of the sums along K)
+    # the numbers stay those of the default launch
+    block_k = calls[-1][0]["BLOCK_SIZE_K"]
+    tiles = (32, block_k, 16, 4, 4)
+    monkeypatch.setattr(vllm_moe, "_GATED_TILES", vllm_moe.parse_gated_tiles(f"{':'.join(map(str, tiles))}@{m}"))
+    tuned = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    assert calls[-1][1] == tiles, calls[-1]
+    assert (tuned == gated).float().mean() >= 0.999
     # the same accumulation along K (same BLOCK_SIZE_K) and the same roundings: equal but for rare last-bit
     # differences of the tensor cores' sums between the two tile widths
     assert (gated == shipped).float().mean() >= 0.999
