@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_moe import time_config  # noqa: E402  (the same timing as the fused-MoE tuning)
+from tune_moe import emitter, time_config  # noqa: E402  (the same rows and timing as the fused-MoE tuning)
 
 E, N, K, TOPK = 128, 704, 2816, 8
 _INPUTS: dict[int, tuple] = {}
@@ -118,13 +117,7 @@ def main() -> None:
     import torch.multiprocessing as mp
 
     ms = [int(t) for t in args.tokens.split(",") if t.strip()]
-    rows_f = open(args.rows, "a") if args.rows else None
-
-    def emit(row: dict) -> None:
-        print(json.dumps(row), flush=True)
-        if rows_f:
-            rows_f.write(json.dumps(row) + "\n")
-            rows_f.flush()
+    emit = emitter(args.rows)
 
     cands = space()
     n = max(1, args.procs)

@@ -109,6 +109,19 @@ def runner(m: int):
     return run
 
 
+def emitter(rows: str):
+    """``emit(row)``: print a JSON row and append it to the ``rows`` file (when given), flushed at once."""
+    rows_f = open(rows, "a") if rows else None  # open for the process's life
+
+    def emit(row: dict) -> None:
+        print(json.dumps(row), flush=True)
+        if rows_f:
+            rows_f.write(json.dumps(row) + "\n")
+            rows_f.flush()
+
+    return emit
+
+
 def time_config(run, config: dict, iters: int = 20) -> float:
     """Median microseconds per fused_experts call (10 calls per CUDA graph replay, as vLLM's tuner)."""
     import torch
@@ -169,13 +182,7 @@ def main() -> None:
     shipped_file = SHIPPED / fname
     shipped = {int(k): v for k, v in json.loads(shipped_file.read_text()).items() if k.isdigit()} if \
         shipped_file.exists() else {}  # fmt: skip
-    rows_f = open(args.rows, "a") if args.rows else None
-
-    def emit(row: dict) -> None:
-        print(json.dumps(row), flush=True)
-        if rows_f:
-            rows_f.write(json.dumps(row) + "\n")
-            rows_f.flush()
+    emit = emitter(args.rows)
 
     jobs = [(SMALL_M[:1] + [256, 1024], space_small()), ([4096], space_large())]
     chunks = []
