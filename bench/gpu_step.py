@@ -969,6 +969,10 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8dyn_triton_gt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_TILES": os.environ.get("GATED_TILES_TRY", "")},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_gt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        # session 18's head-512 sweep (S17): one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
+        ("ours_fp8dyn_triton_w4", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"},
+         ["--child", "engine", "--label", "ours_fp8dyn_triton_w4", "--canvas", "256", "--no-detok", "--graph-sizes",
+          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
         ("ours_fp8dyn_triton_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
          ["--child", "engine", "--label", "ours_fp8dyn_triton_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),

@@ -132,7 +132,8 @@
 #   run E18: carry nothing command: bash tests/gpu/run_device.sh E18 (the FP8 variant with the defaults against
 #            session 17's (ours_fp8dyn_triton_s17) and, after Q18 found winners, with Q18's tiles
 #            (ours_fp8dyn_triton_gt), interleaved); then JOBS=ours,ours_nocdt E18 (bf16 with and without
-#            coordinate-descent tuning: bf16 has not run with it)
+#            coordinate-descent tuning: bf16 has not run with it); JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_w4 E18
+#            (S17's one-canvas head-512 pick, 4 key-range splits, in an engine)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q18 E18 / T T2 P H / g k t}"
