@@ -33,8 +33,9 @@ comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overla
 * ``moe_quant`` — with fp8 weights and per-token fp8 activations (the FP8 variant's scheme) on vLLM's Triton
   fused-MoE experts, each MoE layer quantizes its input and its experts' intermediate with our Triton kernel, the
   gated activation fused into the second (:mod:`.vllm_moe`), instead of vLLM's quantizer twice and an activation
-  launch that writes the 8x wider intermediate in bf16 (H200, batch 4: 1.47 -> 0.60 ms of kernels a step). Other
-  configurations are left alone.
+  launch that writes the 8x wider intermediate in bf16 (H200, batch 4: 1.47 -> 0.60 ms of kernels a step). Where
+  vLLM's config has blocks of >= 64 rows (batch 4) the experts' first GEMM writes ``act(gate) * up`` itself
+  (``DGEMMA_MOE_GATED_GEMM``, on; session 18: 0.12 ms a step less). Other configurations are left alone.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
