@@ -891,10 +891,17 @@ def vllm_first_child(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
-def part_vllm(args: argparse.Namespace) -> None:
-    model = build_bench_model(Path(args.workdir) / "bench-26b-a4b")
-    me = [sys.executable, str(Path(__file__).resolve())]
-    jobs = [
+def _fp8_triton_job(label: str, env: dict[str, str] | None = None, extra: list[str] | None = None) -> tuple:
+    """An engine job on the FP8 variant's scheme with vLLM's Triton MoE as VLLMBackend starts it (1k context,
+    batch 1 and 4, timed and profiled): the plugin on, plus ``env`` and the child's ``extra`` arguments."""
+    return (label, {"DGEMMA_VLLM_PLUGIN": "1", **(env or {})},
+            ["--child", "engine", "--label", label, "--canvas", "256", "--no-detok", "--graph-sizes", "--quantization",
+             "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile", *(extra or [])])  # fmt: skip
+
+
+def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
+    """The engine jobs ``--vllm-jobs`` names: (name, environment added, the child's arguments)."""
+    return [
         ("native", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native", "--canvas", "256",
                                                   "--also-detok-off"]),
         ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
@@ -931,56 +938,29 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("ours_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn", "--canvas", "256",
                                                      "--no-detok", "--graph-sizes", "--quantization", "fp8_dynamic",
                                                      "--shapes", "1024x1,1024x4", "--profile"]),
-        ("ours_fp8dyn_triton", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_triton",
-                                                            "--canvas", "256", "--no-detok", "--graph-sizes",
-                                                            "--quantization", "fp8_dynamic", "--moe-backend", "triton",
-                                                            "--shapes", "1024x1,1024x4", "--profile"]),
-        # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
-        # launches), so the same run measures what the piece changes
+        _fp8_triton_job("ours_fp8dyn_triton"),
         # session 16: the row kernel sampling by inverse CDF in its probabilities pass (session 17: the default; this
         # job names it explicitly, ours_fp8dyn_triton_gumbel measures the Gumbel-max stream)
-        ("ours_fp8dyn_triton_cdf", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_KERNEL_SAMPLE": "cdf"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_cdf", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
-        ("ours_fp8dyn_triton_gumbel", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_KERNEL_SAMPLE": "gumbel"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_gumbel", "--canvas", "256", "--no-detok",
-          "--graph-sizes", "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4",
-          "--profile"]),
-        ("ours_fp8dyn_triton_nofq", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES":
-                                     "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_nofq", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        _fp8_triton_job("ours_fp8dyn_triton_cdf", {"DGEMMA_KERNEL_SAMPLE": "cdf"}),
+        _fp8_triton_job("ours_fp8dyn_triton_gumbel", {"DGEMMA_KERNEL_SAMPLE": "gumbel"}),
+        # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
+        # launches), so the same run measures what the piece changes
+        _fp8_triton_job("ours_fp8dyn_triton_nofq", {
+            "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"}),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (session 15's
         # profile: 2.80 ms at batch 4 against a 1.75 ms floor); session 16: no gain (20.58 ms against 19.59)
-        ("ours_fp8dyn_lintorch", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn_lintorch",
-                                                              "--canvas", "256", "--no-detok", "--graph-sizes",
-                                                              "--quantization", "fp8_dynamic", "--moe-backend",
-                                                              "triton", "--linear-backend", "torch",
-                                                              "--shapes", "1024x1,1024x4", "--profile"]),
+        _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
         # session 18: session 17's defaults (before the gated first GEMM and inductor's coordinate-descent tuning
         # became the defaults), and each of the two off alone, so one run measures what they change
-        ("ours_fp8dyn_triton_s17", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_s17", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
-        ("ours_fp8dyn_triton_nogg", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_GEMM": "0"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_nogg", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        _fp8_triton_job("ours_fp8dyn_triton_s17", {"DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"}),
+        _fp8_triton_job("ours_fp8dyn_triton_nogg", {"DGEMMA_MOE_GATED_GEMM": "0"}),
         # the gated GEMM with the tiles bench/gated_sweep.py picked (passed as GATED_TILES_TRY, see run_device.sh E18)
-        ("ours_fp8dyn_triton_gt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_MOE_GATED_TILES": os.environ.get("GATED_TILES_TRY", "")},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_gt", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        _fp8_triton_job("ours_fp8dyn_triton_gt", {"DGEMMA_MOE_GATED_TILES": os.environ.get("GATED_TILES_TRY", "")}),
         # session 18's head-512 sweep (S17): one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
-        ("ours_fp8dyn_triton_w4", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_w4", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
-        ("ours_fp8dyn_triton_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile"]),
+        _fp8_triton_job("ours_fp8dyn_triton_w4", {"DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"}),
+        _fp8_triton_job("ours_fp8dyn_triton_nocdt", {"DGEMMA_INDUCTOR_CDT": "0"}),
         # inductor's multi-kernel: a persistent and a looped variant of each reduction, the faster picked on first use
-        ("ours_fp8dyn_triton_mk", {"DGEMMA_VLLM_PLUGIN": "1"},
-         ["--child", "engine", "--label", "ours_fp8dyn_triton_mk", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--quantization", "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile",
-          "--inductor", '{"triton.multi_kernel": 1}']),
+        _fp8_triton_job("ours_fp8dyn_triton_mk", extra=["--inductor", '{"triton.multi_kernel": 1}']),
         # bf16 without inductor's coordinate-descent tuning (session 18 measured it with the FP8 variant only)
         ("ours_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
          ["--child", "engine", "--label", "ours_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
@@ -994,6 +974,12 @@ def part_vllm(args: argparse.Namespace) -> None:
         ("suggest", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "64"]),
         ("suggest32", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "suggest", "--canvas", "32"]),
     ]  # fmt: skip
+
+
+def part_vllm(args: argparse.Namespace) -> None:
+    model = build_bench_model(Path(args.workdir) / "bench-26b-a4b")
+    me = [sys.executable, str(Path(__file__).resolve())]
+    jobs = vllm_jobs()
     by_name = {name: (env_extra, cli) for name, env_extra, cli in jobs}
     # in the order asked for (session 12's E12 asked ours first and got native first: native then ran out of time)
     for name in filter(None, args.vllm_jobs.split(",")):

@@ -139,3 +139,18 @@ def test_the_gated_tile_sweep_picks_a_tile_only_when_it_beats_the_default_by_a_m
     assert pick({"shipped": 100.0, "gated": 104.0, "64:128:1:4:3": 103.5}, 1024) is None  # within 1%: no change
     assert pick({"shipped": 100.0, "gated": 104.0}, 1024) is None
     assert all(parse_gated_tiles(":".join(map(str, t))) for t in space())  # every candidate is a valid value
+
+
+def test_the_device_script_names_only_jobs_the_benchmark_has() -> None:
+    """A stage of tests/gpu/run_device.sh naming a job gpu_step.py no longer has fails only on the device, after
+    minutes of staging; this catches it here."""
+    import re
+
+    from gpu_step import vllm_jobs
+
+    names = [name for name, _, _ in vllm_jobs()]
+    assert len(names) == len(set(names))
+    script = (ROOT / "tests" / "gpu" / "run_device.sh").read_text()
+    named = {j for m in re.finditer(r"\bjobs=([a-z0-9_,]+)", script) for j in m.group(1).split(",") if j}
+    named |= {j.split("=")[0] for m in re.finditer(r"\blim=([a-z0-9_=,]+)", script) for j in m.group(1).split(",")}
+    assert named and not named - set(names), sorted(named - set(names))

@@ -499,10 +499,11 @@ S17)  # session 17 (prepared), while warm after C16: the head-512 sweep alone (n
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 400 python3 bench/gpu_step.py --parts attention --attn-kinds wide --attn-heads 512 --out "$OUT/gpu_step.jsonl"
   ;;
-E17|M17|W17)  # session 17 (prepared), while warm after C16
+E17|M17|W17)  # session 17 (prepared; E17, W17 ran in session 18), while warm after C16. E17 ran jobs since renamed
+      # (gated GEMM and coordinate-descent tuning became the defaults): session 17's defaults, each piece alone
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  if [ "$N" = E17 ]; then jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_gg,ours_fp8dyn_triton_cdt
-    lim=ours_fp8dyn_triton=150,ours_fp8dyn_triton_gg=130,ours_fp8dyn_triton_cdt=290
+  if [ "$N" = E17 ]; then jobs=ours_fp8dyn_triton_s17,ours_fp8dyn_triton_nocdt,ours_fp8dyn_triton_nogg
+    lim=ours_fp8dyn_triton_s17=200,ours_fp8dyn_triton_nocdt=130,ours_fp8dyn_triton_nogg=250
   elif [ "$N" = M17 ]; then jobs=ours_fp8dyn_triton_mk,ours_nocdt; lim=ours_fp8dyn_triton_mk=250,ours_nocdt=200
   else jobs=first_warm; lim=first_warm=300; fi
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
