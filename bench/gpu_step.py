@@ -288,9 +288,10 @@ WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
     (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
     # session 12's second sweep (E12): 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
     (128, 32, 2, 8, 2, 4), (128, 64, 4, 8, 1, 2),
-    # session 17 (not run yet): at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third
-    # nearly empty), and d_split 2 computes each QK^T twice. 64-row blocks make 528 (4.0 waves); d_split 1 computes
-    # QK^T once, if its 64 x 512 fp32 accumulator fits
+    # session 17: at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third nearly
+    # empty), and d_split 2 computes each QK^T twice; 64-row blocks make 528 (4.0 waves); d_split 1 computes QK^T
+    # once, if its 64 x 512 fp32 accumulator fits. Run in session 18 (S17): all slower, the best 0.3156 ms a call at
+    # four canvases against the shipped pick's 0.2366
     (64, 64, 2, 8, 1, 1), (64, 32, 2, 4, 2, 1), (64, 64, 2, 4, 1, 1), (64, 64, 1, 8, 1, 1), (64, 32, 1, 8, 1, 1),
     (128, 32, 1, 8, 1, 1),
 ]  # fmt: skip
