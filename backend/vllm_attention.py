@@ -22,7 +22,8 @@ its flag serves. Nothing here runs without vLLM; the ``parse_*`` functions are p
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 TILES_ENV = "DGEMMA_ATTN_TILES"
 # head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages): the fastest of the sweep on the
@@ -30,7 +31,7 @@ TILES_ENV = "DGEMMA_ATTN_TILES"
 DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
 
 
-def _powers_of_two(env: str, item: str | None, **fields: int) -> None:
+def check_powers_of_two(env: str, item: str | None, **fields: int) -> None:
     """Refuse, naming the variable, a tile field that is not a power of two (Triton's block shapes)."""
     for name, val in fields.items():
         if val < 1 or val & (val - 1):
@@ -49,7 +50,7 @@ def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
         if len(parts) != 5 or not all(p.isdigit() for p in parts):
             raise ValueError(f"{TILES_ENV}: {item!r} is not head:block_m:tile:warps:stages (e.g. 256:32:128:8:2)")
         head, block_m, tile, warps, stages = (int(p) for p in parts)
-        _powers_of_two(TILES_ENV, item, block_m=block_m, tile=tile, warps=warps)
+        check_powers_of_two(TILES_ENV, item, block_m=block_m, tile=tile, warps=warps)
         out[head] = (block_m, tile, warps, max(1, stages))
     return out
 
@@ -101,6 +102,8 @@ def parse_min_reqs(raw: str | None) -> int:
     return int(val)
 
 
+T = TypeVar("T")
+
 WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # our own kernel for head 512 (backend/kernels/wide_attention.py): block_m rows (queries x the KV head's query heads),
 # block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
@@ -122,8 +125,40 @@ def _parse_wide_tiles(raw: str, item: str) -> WideTiles:
         )
     block_m, block_n, d_split, warps, stages = (int(p) for p in parts[:5])
     kv_splits = int(parts[5]) if len(parts) == 6 else 1
-    _powers_of_two(WIDE_ENV, raw, block_m=block_m, block_n=block_n, d_split=d_split, warps=warps)
+    check_powers_of_two(WIDE_ENV, raw, block_m=block_m, block_n=block_n, d_split=d_split, warps=warps)
     return block_m, block_n, d_split, warps, stages, kv_splits
+
+
+def parse_sized(
+    env: str, raw: str, parse_spec: Callable[[str], T], *, last_unlimited: bool
+) -> tuple[tuple[int | None, T], ...]:
+    """Comma-separated ``spec[@max]`` items, each spec read by ``parse_spec``: a call of size n takes the first item
+    with ``max >= n``, then the one without a limit (at most one; with ``last_unlimited`` exactly one, written last).
+    Returns ``((max or None, value), ...)``, smallest limit first, the unlimited one last; refusals name ``env``."""
+    items = [p.strip() for p in raw.split(",")]
+    limited: list[tuple[int, T]] = []
+    unlimited: list[tuple[None, T]] = []
+    for i, item in enumerate(items):
+        spec, at, limit = item.partition("@")
+        if at and (not limit.isdigit() or int(limit) < 1):
+            raise ValueError(f"{env}: {raw!r}: @{limit} is not a whole number >= 1")
+        if last_unlimited and (i == len(items) - 1) == bool(at):
+            raise ValueError(f"{env}: {raw!r}: every item but the last needs @max (a whole number), the last none")
+        if at:
+            limited.append((int(limit), parse_spec(spec)))
+        else:
+            unlimited.append((None, parse_spec(spec)))
+    if len(unlimited) > 1:
+        raise ValueError(f"{env}: {raw!r}: at most one item without @max")
+    return (*sorted(limited, key=lambda x: x[0]), *unlimited)
+
+
+def sized_pick(table: tuple[tuple[int | None, T], ...], n: int) -> T | None:
+    """What :func:`parse_sized`'s table gives a call of size ``n`` (None: no item covers it)."""
+    for limit, value in table:
+        if limit is None or n <= limit:
+            return value
+    return None
 
 
 def parse_wide(raw: str | None) -> tuple[tuple[int | None, WideTiles], ...] | None:
@@ -137,26 +172,12 @@ def parse_wide(raw: str | None) -> tuple[tuple[int | None, WideTiles], ...] | No
         return DEFAULT_WIDE
     if val in ("off", "none", "no", "false", "0"):
         return None
-    items = [p.strip() for p in val.split(",")]
-    out: list[tuple[int | None, WideTiles]] = []
-    for i, item in enumerate(items):
-        spec, _, rows = item.partition("@")
-        last = i == len(items) - 1
-        if last == bool(rows) or (rows and (not rows.isdigit() or int(rows) < 1)):
-            raise ValueError(
-                f"{WIDE_ENV}: {raw!r}: every item but the last needs @rows (a whole number), the last none"
-            )
-        out.append((int(rows) if rows else None, _parse_wide_tiles(raw, spec)))
-    limited = sorted(out[:-1], key=lambda x: x[0])
-    return (*limited, out[-1])
+    return parse_sized(WIDE_ENV, val, lambda spec: _parse_wide_tiles(raw, spec), last_unlimited=True)
 
 
 def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) -> WideTiles:
-    """The tiles :func:`parse_wide`'s table gives a call of ``rows`` query rows."""
-    for max_rows, tiles in wide:
-        if max_rows is None or rows <= max_rows:
-            return tiles
-    return wide[-1][1]
+    """The tiles :func:`parse_wide`'s table gives a call of ``rows`` query rows (its last item has no limit)."""
+    return sized_pick(wide, rows) or wide[-1][1]
 
 
 def fa3_available() -> bool:

@@ -26,7 +26,7 @@ import torch
 
 from .kernels import act_quant as _aq
 from .kernels.act_quant import act_quant
-from .vllm_attention import parse_switch
+from .vllm_attention import check_powers_of_two, parse_sized, parse_switch, sized_pick
 
 # vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
 ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
@@ -49,6 +49,20 @@ GATED_TILES_ENV = "DGEMMA_MOE_GATED_TILES"
 GatedTiles = tuple[int, int, int, int, int]
 
 
+def _parse_gated_spec(raw: str, spec: str) -> GatedTiles:
+    parts = spec.split(":")
+    if len(parts) != 5 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise ValueError(
+            f"{GATED_TILES_ENV}: {raw!r} is not block_n:block_k:group_m:warps:stages[@max_tokens],... "
+            "(block sizes powers of two >= 16; e.g. 64:128:16:8:4@1024)"
+        )
+    bn, bk, group, warps, stages = (int(p) for p in parts)
+    check_powers_of_two(GATED_TILES_ENV, raw, block_n=bn, block_k=bk, warps=warps)
+    if min(bn, bk) < 16:  # tl.dot's smallest operand
+        raise ValueError(f"{GATED_TILES_ENV}: block_n and block_k must be >= 16 (got {spec!r})")
+    return bn, bk, group, warps, stages
+
+
 def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, GatedTiles], ...]:
     """``DGEMMA_MOE_GATED_TILES``: unset -> ``()`` (vLLM's config with BLOCK_N halved for every size); else comma
     separated ``block_n:block_k:group_m:warps:stages[@max_tokens]`` items (block_n per accumulator; block sizes
@@ -56,34 +70,13 @@ def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, GatedTiles], .
     then an item without a limit; none matching: vLLM's config halved. Returns ``((max_tokens or None, tiles), ...)``,
     smallest limit first, the unlimited one last."""
     val = (raw or "").strip()
-    if not val:
-        return ()
-    out: list[tuple[int | None, GatedTiles]] = []
-    for item in (p.strip() for p in val.split(",")):
-        spec, _, limit = item.partition("@")
-        parts = spec.split(":")
-        ok = len(parts) == 5 and all(p.isdigit() and int(p) >= 1 for p in parts) and (not limit or limit.isdigit())
-        if ok:
-            bn, bk, group, warps, stages = (int(p) for p in parts)
-            ok = all(x >= 16 and x & (x - 1) == 0 for x in (bn, bk)) and warps & (warps - 1) == 0
-        if not ok:
-            raise ValueError(
-                f"{GATED_TILES_ENV}: {raw!r} is not block_n:block_k:group_m:warps:stages[@max_tokens],... "
-                "(block sizes powers of two >= 16; e.g. 64:128:16:8:4@1024)"
-            )
-        out.append((int(limit) if limit else None, (bn, bk, group, warps, stages)))
-    unlimited = [x for x in out if x[0] is None]
-    if len(unlimited) > 1:
-        raise ValueError(f"{GATED_TILES_ENV}: {raw!r}: at most one item without @max_tokens")
-    return (*sorted((x for x in out if x[0] is not None), key=lambda x: x[0]), *unlimited)
+    return parse_sized(GATED_TILES_ENV, val, lambda spec: _parse_gated_spec(val, spec), last_unlimited=False) if val \
+        else ()  # fmt: skip
 
 
 def gated_tiles_for(table: tuple[tuple[int | None, GatedTiles], ...], num_tokens: int) -> GatedTiles | None:
     """The tiles :func:`parse_gated_tiles`'s table gives a call of ``num_tokens`` tokens (None: vLLM's halved)."""
-    for limit, tiles in table:
-        if limit is None or num_tokens <= limit:
-            return tiles
-    return None
+    return sized_pick(table, num_tokens)
 
 
 _GATED_TILES: tuple[tuple[int | None, GatedTiles], ...] = ()
