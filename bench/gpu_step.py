@@ -900,6 +900,15 @@ def _fp8_triton_job(label: str, env: dict[str, str] | None = None, extra: list[s
              "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile", *(extra or [])])  # fmt: skip
 
 
+def sweep_env(text: str) -> dict[str, str]:
+    """``K=V`` pairs (whitespace or newlines between them, an ``export`` word allowed) as a job's environment."""
+    pairs = [w for w in text.split() if w != "export"]
+    bad = [w for w in pairs if "=" not in w or not w.startswith("DGEMMA_")]
+    if bad:
+        raise ValueError(f"MOE_SWEEP_ENV: {bad} are not DGEMMA_*=value items")
+    return dict(w.split("=", 1) for w in pairs)
+
+
 def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
     """The engine jobs ``--vllm-jobs`` names: (name, environment added, the child's arguments)."""
     return [
@@ -955,8 +964,11 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # became the defaults), and each of the two off alone, so one run measures what they change
         _fp8_triton_job("ours_fp8dyn_triton_s17", {"DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"}),
         _fp8_triton_job("ours_fp8dyn_triton_nogg", {"DGEMMA_MOE_GATED_GEMM": "0"}),
-        # the gated GEMM with the tiles bench/gated_sweep.py picked (passed as GATED_TILES_TRY, see run_device.sh E18)
-        _fp8_triton_job("ours_fp8dyn_triton_gt", {"DGEMMA_MOE_GATED_TILES": os.environ.get("GATED_TILES_TRY", "")}),
+        # the expert GEMMs as bench/moe_sweep.py picked them (its export lines, passed as MOE_SWEEP_ENV="K=V ...";
+        # see run_device.sh E18)
+        _fp8_triton_job("ours_fp8dyn_triton_gt", sweep_env(os.environ.get("MOE_SWEEP_ENV", ""))),
+        # the second expert GEMM adding the top-k rows itself (backend/kernels/moe_down.py), vLLM's config
+        _fp8_triton_job("ours_fp8dyn_triton_ds", {"DGEMMA_MOE_DOWN_SUM": "1"}),
         # session 18's head-512 sweep (S17): one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
         _fp8_triton_job("ours_fp8dyn_triton_w4", {"DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"}),
         _fp8_triton_job("ours_fp8dyn_triton_nocdt", {"DGEMMA_INDUCTOR_CDT": "0"}),

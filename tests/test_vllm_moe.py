@@ -80,3 +80,17 @@ def test_gated_tiles_per_call_size_from_the_environment() -> None:
                 "64:128:0:8:4", "64:128:16:8:4,32:64:1:4:3"):  # fmt: skip
         with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_TILES"):
             parse_gated_tiles(bad)
+
+
+def test_the_summing_second_gemm_is_off_unless_switched_on_and_its_tiles_parse() -> None:
+    from dgemma_lsp.backend.vllm_moe import down_sum_enabled, gated_tiles_for, parse_down_tiles
+
+    assert not down_sum_enabled({})  # not the default until an engine run measures it
+    assert down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "1"}) and not down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "0"})
+    with pytest.raises(ValueError, match="DGEMMA_MOE_DOWN_SUM"):
+        down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "yes please"})
+    table = parse_down_tiles("128:64:1:4:4@1024")
+    assert gated_tiles_for(table, 1024) == (128, 64, 1, 4, 4) and gated_tiles_for(table, 4096) is None
+    assert parse_down_tiles(None) == ()
+    with pytest.raises(ValueError, match="DGEMMA_MOE_DOWN_TILES"):  # refused with its own name
+        parse_down_tiles("128:64:1:4")

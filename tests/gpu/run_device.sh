@@ -125,18 +125,19 @@
 # Session 18, issue 4: A16, B12, C16, G17 (18 passed); E17 (ours_fp8dyn_triton timed out cold; _gg, _cdt);
 #   JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_gg_cdt E17; S17; JOBS=<gg_cdt, ours, gg_cdt, ours> E17; W17 (the job
 #   names of that commit, 11a955b; since then gg + cdt are the defaults and ours_fp8dyn_triton is them). Next
-#   (prepared, not run), after A16, B12, C16 (C16's tiny vLLM tests then run with the new defaults):
-#   run Q18: carry nothing command: bash tests/gpu/run_device.sh Q18 (bench/gated_sweep.py: the gated first GEMM's
-#            tiles at 512 / 1024 / 2048 tokens, the whole MoE call timed; winners beating the default by > 1% go to
-#            /tmp/gated.env as DGEMMA_MOE_GATED_TILES)
-#   run E18: carry nothing command: bash tests/gpu/run_device.sh E18 (the FP8 variant with the defaults against
-#            session 17's (ours_fp8dyn_triton_s17) and, after Q18 found winners, with Q18's tiles
-#            (ours_fp8dyn_triton_gt), interleaved); then JOBS=ours,ours_nocdt E18 (bf16 with and without
-#            coordinate-descent tuning: bf16 has not run with it); JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_w4 E18
-#            (S17's one-canvas head-512 pick, 4 key-range splits, in an engine)
+#   (prepared in session 18, Q18 / E18, not run; session 19 extended and renamed them to Q19 / E19).
+# Session 19, issue 4 (prepared): after A16, B12, C16 (C16's GPU tests include the summing second GEMM's; its tiny
+#   vLLM tests run with the gated GEMM and inductor's tuning, the defaults since session 18):
+#   run Q19: carry nothing command: bash tests/gpu/run_device.sh Q19 (bench/moe_sweep.py at 1024 tokens, a batch-4
+#            step's MoE call: the gated GEMM's tiles, vLLM's second GEMM's tiles, the summing second GEMM and its
+#            tiles; winners beating the defaults by > 1% go to /tmp/moe.env as export lines)
+#   run E19: carry nothing command: bash tests/gpu/run_device.sh E19 (the FP8 variant, interleaved: the defaults, Q19's
+#            winners (ours_fp8dyn_triton_gt, when it found any), the summing second GEMM (ours_fp8dyn_triton_ds));
+#            then JOBS=ours,ours_nocdt E19 (bf16 with and without coordinate-descent tuning: bf16 has not run with
+#            it); JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_w4 E19 (S17's one-canvas head-512 pick in an engine)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q18 E18 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -509,22 +510,22 @@ E17|M17|W17)  # session 17 (prepared; E17, W17 ran in session 18), while warm af
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
-E18)  # session 18 (prepared), while warm after C16: the new defaults (gated first GEMM, coordinate-descent tuning)
-      # against session 17's in one run, interleaved; the first job compiles cold (session 18: > 150 s)
+E19)  # session 19 (prepared), while warm after C16 and Q19: the defaults against Q19's winners and the summing
+      # second GEMM, interleaved; the first job compiles cold (session 18: > 150 s with inductor's tuning)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  export GATED_TILES_TRY="$(sed -n 's/^export DGEMMA_MOE_GATED_TILES=//p' /tmp/gated.env 2>/dev/null)"
-  jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_s17,ours_fp8dyn_triton,ours_fp8dyn_triton_s17  # bf16: JOBS=ours,ours_nocdt
-  [ -n "$GATED_TILES_TRY" ] && jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_s17,ours_fp8dyn_triton_gt,ours_fp8dyn_triton,ours_fp8dyn_triton_gt
-  echo "GATED_TILES_TRY=$GATED_TILES_TRY"
+  export MOE_SWEEP_ENV="$(cat /tmp/moe.env 2>/dev/null)"
+  echo "MOE_SWEEP_ENV=$MOE_SWEEP_ENV"
+  jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_ds,ours_fp8dyn_triton,ours_fp8dyn_triton_ds
+  [ -n "$MOE_SWEEP_ENV" ] && jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_gt,ours_fp8dyn_triton_ds,ours_fp8dyn_triton,ours_fp8dyn_triton_gt
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
-    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=220,ours_fp8dyn_triton_s17=120,ours_fp8dyn_triton_gt=120,ours=250,ours_nocdt=200}" \
+    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=230,ours_fp8dyn_triton_gt=120,ours_fp8dyn_triton_ds=120,ours=250,ours_nocdt=200,ours_fp8dyn_triton_w4=120}" \
     --out "$OUT/gpu_step.jsonl"
   ;;
-Q18)  # session 18 (prepared), while warm after C16: the gated first GEMM's tile sweep (bench/gated_sweep.py)
+Q19)  # session 19 (prepared), while warm after C16: the expert GEMMs' tile sweep (bench/moe_sweep.py)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 420 python3 bench/gated_sweep.py --tokens 1024,512,2048 --rows "$OUT/gated_sweep.jsonl" \
-    --env-out /tmp/gated.env --budget 360
-  cat /tmp/gated.env 2>/dev/null
+  timeout 420 python3 bench/moe_sweep.py --tokens "${TOKENS:-1024}" --rows "$OUT/moe_sweep.jsonl" \
+    --env-out /tmp/moe.env --budget 330
+  cat /tmp/moe.env 2>/dev/null
   ;;
 E16|F16)  # session 16, while warm after C16
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site

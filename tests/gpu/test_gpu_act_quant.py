@@ -150,3 +150,58 @@ def test_gated_first_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch: py
     err = (gated.float() - ref.float()).abs()
     assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
     assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+
+
+@pytest.mark.parametrize("m", [1024, 2048])
+def test_summing_second_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DGEMMA_MOE_DOWN_SUM``: the second GEMM adding each token's top-k rows itself (float32 atomics, one cast)
+    gives the output of vLLM's second GEMM + ``moe_sum`` (equal but for rare last-bit differences of float32 sums
+    whose order matters), inside a CUDA graph too; ``DGEMMA_MOE_DOWN_TILES`` reaches both second GEMMs."""
+    pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
+    from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
+
+    from dgemma_lsp.backend import vllm_moe
+    from dgemma_lsp.backend.kernels import moe_down
+
+    g = torch.Generator(device="cuda").manual_seed(m + 2)
+    w1, s1, w2, s2 = _quantized_experts(g)
+    x = torch.randn(m, K, device="cuda", generator=g, dtype=torch.bfloat16)
+    topk_weights, topk_ids = torch.randn(m, E, device="cuda", generator=g).softmax(-1).topk(TOP_K, dim=-1)
+    topk_ids = topk_ids.to(torch.int32)
+    monkeypatch.setattr(vllm_moe, "_GATED_GEMM", True)
+    monkeypatch.setattr(vllm_moe, "_DOWN_SUM", False)
+    shipped = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    calls = []
+    real = moe_down.down_sum_gemm
+    monkeypatch.setattr(moe_down, "down_sum_gemm", lambda *a, **kw: calls.append(a[9:]) or real(*a, **kw))
+    monkeypatch.setattr(vllm_moe, "_DOWN_SUM", True)
+    workspace = torch.full((m * TOP_K * K,), float("nan"), device="cuda", dtype=torch.bfloat16)
+    output = torch.full((m, K), float("nan"), device="cuda", dtype=torch.bfloat16)
+    summed = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", output=output,
+                                        workspace=workspace).clone()  # fmt: skip
+    assert calls, "the summing GEMM did not run (vLLM's config for these sizes has blocks under 64 rows?)"
+    assert (summed == shipped).float().mean() >= 0.999, (summed != shipped).sum()
+    ref = fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
+                           per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
+    err = (summed.float() - ref.float()).abs()
+    assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
+    assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+    # in a CUDA graph (as the engine runs it): the buffer is zeroed on every replay, not summed onto
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", output=output,
+                                   workspace=workspace)  # fmt: skip
+    for _ in range(2):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert (output == summed).float().mean() >= 0.999
+    # the tiles reach the summing kernel and vLLM's second GEMM; with the config's block_k the same order along K
+    block_k = calls[-1][0]["BLOCK_SIZE_K"]
+    tiles = (64, block_k, 16, 4, 4)
+    monkeypatch.setattr(vllm_moe, "_DOWN_TILES", vllm_moe.parse_down_tiles(f"{':'.join(map(str, tiles))}@{m}"))
+    tuned = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    assert calls[-1][1] == tiles, calls[-1]
+    assert (tuned == summed).float().mean() >= 0.999
+    monkeypatch.setattr(vllm_moe, "_DOWN_SUM", False)
+    tuned_vllm = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    assert (tuned_vllm == shipped).float().mean() >= 0.999
