@@ -11,7 +11,9 @@ in that order) rounded to bf16 per row, then the token's rows added in float32 a
 arrive in any order; a float32 sum of eight bf16 values is exact (so order-free) unless their exponents lie more
 than ~13 binades apart, where the last bit of the float32 sum may depend on the order. The program mapping is vLLM's
 ``fused_moe_kernel``'s (grouped ordering, vLLM's ``sorted_token_ids`` / ``expert_ids`` / ``num_tokens_post_padded``),
-without its other schemes. Off by default (``DGEMMA_MOE_DOWN_SUM``, :mod:`..vllm_moe`) until measured in an engine.
+without its other schemes. Off by default (``DGEMMA_MOE_DOWN_SUM``, :mod:`..vllm_moe`): on the H200 at batch 4 (FP8
+variant, session 19) its 30 calls take 2.73 ms against 2.37 + 0.40 for vLLM's second GEMM and ``moe_sum`` (the atomic
+adds cost nearly what they save), and zeroing and casting the sums add ~0.25 ms: the step is 0.2-0.3 ms slower.
 """
 
 from __future__ import annotations

@@ -126,8 +126,9 @@
 #   JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_gg_cdt E17; S17; JOBS=<gg_cdt, ours, gg_cdt, ours> E17; W17 (the job
 #   names of that commit, 11a955b; since then gg + cdt are the defaults and ours_fp8dyn_triton is them). Next
 #   (prepared in session 18, Q18 / E18, not run; session 19 extended and renamed them to Q19 / E19).
-# Session 19, issue 4 (prepared): after A16, B12, C16 (C16's GPU tests include the summing second GEMM's; its tiny
-#   vLLM tests run with the gated GEMM and inductor's tuning, the defaults since session 18):
+# Session 19, issue 4 (ran: A16, B12, C16 32 passed, Q19, E19 twice with JOBS=... as in tests/gpu/LAST_RUN.md; the
+#   first E19 job timed out cold at 230 s, now 320). As prepared: after A16, B12, C16 (C16's GPU tests include the
+#   summing second GEMM's; its tiny vLLM tests run with the gated GEMM and inductor's tuning, the defaults):
 #   run Q19: carry nothing command: bash tests/gpu/run_device.sh Q19 (bench/moe_sweep.py at 1024 tokens, a batch-4
 #            step's MoE call: the gated GEMM's tiles, vLLM's second GEMM's tiles, the summing second GEMM and its
 #            tiles; winners beating the defaults by > 1% go to /tmp/moe.env as export lines)
@@ -510,18 +511,18 @@ E17|M17|W17)  # session 17 (prepared; E17, W17 ran in session 18), while warm af
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-$lim}" --out "$OUT/gpu_step.jsonl"
   ;;
-E19)  # session 19 (prepared), while warm after C16 and Q19: the defaults against Q19's winners and the summing
-      # second GEMM, interleaved; the first job compiles cold (session 18: > 150 s with inductor's tuning)
+E19)  # session 19, while warm after C16 and Q19: the defaults against Q19's winners and the summing
+      # second GEMM, interleaved; the first job compiles cold (session 19: torch.compile 174 s, the job > 230 s)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   export MOE_SWEEP_ENV="$(cat /tmp/moe.env 2>/dev/null)"
   echo "MOE_SWEEP_ENV=$MOE_SWEEP_ENV"
   jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_ds,ours_fp8dyn_triton,ours_fp8dyn_triton_ds
   [ -n "$MOE_SWEEP_ENV" ] && jobs=ours_fp8dyn_triton,ours_fp8dyn_triton_gt,ours_fp8dyn_triton_ds,ours_fp8dyn_triton,ours_fp8dyn_triton_gt
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
-    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=230,ours_fp8dyn_triton_gt=120,ours_fp8dyn_triton_ds=120,ours=250,ours_nocdt=200,ours_fp8dyn_triton_w4=120}" \
+    --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=320,ours_fp8dyn_triton_gt=120,ours_fp8dyn_triton_ds=120,ours=250,ours_nocdt=200,ours_fp8dyn_triton_w4=120}" \
     --out "$OUT/gpu_step.jsonl"
   ;;
-Q19)  # session 19 (prepared), while warm after C16: the expert GEMMs' tile sweep (bench/moe_sweep.py)
+Q19)  # session 19, while warm after C16: the expert GEMMs' tile sweep (bench/moe_sweep.py)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
   timeout 420 python3 bench/moe_sweep.py --tokens "${TOKENS:-1024}" --rows "$OUT/moe_sweep.jsonl" \
     --env-out /tmp/moe.env --budget 330
