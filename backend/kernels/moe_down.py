@@ -27,6 +27,7 @@ if HAVE_TRITON:
     import triton.language as tl
 
     from .act_quant import _round_bf16
+    from .moe_gated import _grouped_pids
 
     @triton.jit
     def _down_sum_kernel(
@@ -58,14 +59,7 @@ if HAVE_TRITON:
         BLOCK_SIZE_K: tl.constexpr,
         GROUP_SIZE_M: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
-        num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-        num_pid_in_group = GROUP_SIZE_M * num_pid_n
-        first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-        pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-        pid_n = (pid % num_pid_in_group) // group_size_m
+        pid_m, pid_n = _grouped_pids(EM, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         if pid_m * BLOCK_SIZE_M >= tl.load(num_tokens_post_padded_ptr):
             return
         # one row per (token, expert) pair: the activation's row, the routed weight's index

@@ -31,6 +31,18 @@ if HAVE_TRITON:
     from .act_quant import _gated_act, _round_bf16
 
     @triton.jit
+    def _grouped_pids(EM, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
+        # vLLM's fused_moe_kernel's program order (groups of GROUP_SIZE_M row blocks share column blocks, for L2):
+        # this program's (row block, column block); shared with .moe_down
+        pid = tl.program_id(0)
+        num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
+        num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+        num_pid_in_group = GROUP_SIZE_M * num_pid_n
+        first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+        return first_pid_m + ((pid % num_pid_in_group) % group_size_m), (pid % num_pid_in_group) // group_size_m
+
+    @triton.jit
     def _gated_gemm_kernel(
         a_ptr,
         a_scale_ptr,
@@ -60,14 +72,7 @@ if HAVE_TRITON:
         BLOCK_SIZE_K: tl.constexpr,
         GROUP_SIZE_M: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
-        num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-        num_pid_in_group = GROUP_SIZE_M * num_pid_n
-        first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-        pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-        pid_n = (pid % num_pid_in_group) // group_size_m
+        pid_m, pid_n = _grouped_pids(EM, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
         if pid_m * BLOCK_SIZE_M >= tl.load(num_tokens_post_padded_ptr):
             return
         offs_token = tl.load(sorted_token_ids_ptr + pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)).to(tl.int64)
