@@ -138,7 +138,7 @@
 #            it); JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_w4 E19 (S17's one-canvas head-512 pick in an engine)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -521,6 +521,11 @@ E19)  # session 19, while warm after C16 and Q19: the defaults against Q19's win
   timeout 585 python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:-$jobs}" \
     --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=320,ours_fp8dyn_triton_gt=120,ours_fp8dyn_triton_ds=120,ours=250,ours_nocdt=200,ours_fp8dyn_triton_w4=120}" \
     --out "$OUT/gpu_step.jsonl"
+  ;;
+R19)  # session 19, a bare machine (torch and triton only): inductor's norm + fp8-quantize reductions, looped against
+      # persistent (bench/inductor_reductions.py)
+  timeout "${LIMIT:-200}" python3 bench/inductor_reductions.py --tokens "${TOKENS:-1024,256}" \
+    --rows "$OUT/inductor_reductions.jsonl"
   ;;
 Q19)  # session 19, while warm after C16: the expert GEMMs' tile sweep (bench/moe_sweep.py)
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
