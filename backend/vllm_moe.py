@@ -45,11 +45,12 @@ def gated_gemm_enabled(environ: dict[str, str] | None = None) -> bool:
 _GATED_GEMM = False
 
 GATED_TILES_ENV = "DGEMMA_MOE_GATED_TILES"
-# block_n per accumulator, block_k, group_m, warps, stages; the row block stays vLLM's config's (the alignment's)
-GatedTiles = tuple[int, int, int, int, int]
+# an expert GEMM's tiles: block_n (per accumulator in the gated GEMM), block_k, group_m, warps, stages; the row block
+# stays vLLM's config's (the alignment's); a table per call size is read by vllm_attention.sized_pick
+Tiles = tuple[int, int, int, int, int]
 
 
-def _parse_tiles_spec(env: str, raw: str, spec: str) -> GatedTiles:
+def _parse_tiles_spec(env: str, raw: str, spec: str) -> Tiles:
     parts = spec.split(":")
     if len(parts) != 5 or not all(p.isdigit() and int(p) >= 1 for p in parts):
         raise ValueError(
@@ -63,24 +64,18 @@ def _parse_tiles_spec(env: str, raw: str, spec: str) -> GatedTiles:
     return bn, bk, group, warps, stages
 
 
-def _parse_tiles(env: str, raw: str | None) -> tuple[tuple[int | None, GatedTiles], ...]:
+def _parse_tiles(env: str, raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
     val = (raw or "").strip()
     return parse_sized(env, val, lambda spec: _parse_tiles_spec(env, val, spec), last_unlimited=False) if val else ()
 
 
-def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, GatedTiles], ...]:
+def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
     """``DGEMMA_MOE_GATED_TILES``: unset -> ``()`` (vLLM's config with BLOCK_N halved for every size); else comma
     separated ``block_n:block_k:group_m:warps:stages[@max_tokens]`` items (block_n per accumulator; block sizes
     powers of two >= 16, warps a power of two): a call of T tokens takes the first item with ``max_tokens >= T``,
     then an item without a limit; none matching: vLLM's config halved. Returns ``((max_tokens or None, tiles), ...)``,
     smallest limit first, the unlimited one last."""
     return _parse_tiles(GATED_TILES_ENV, raw)
-
-
-def gated_tiles_for(table: tuple[tuple[int | None, GatedTiles], ...], num_tokens: int) -> GatedTiles | None:
-    """The tiles a table of :func:`parse_gated_tiles` / :func:`parse_down_tiles` gives a call of ``num_tokens``
-    tokens (None: the default launch)."""
-    return sized_pick(table, num_tokens)
 
 
 # The second expert GEMM: its tiles (vLLM's kernel or the summing one) and the top-k sum in its epilogue
@@ -95,15 +90,15 @@ def down_sum_enabled(environ: dict[str, str] | None = None) -> bool:
     return parse_switch(DOWN_SUM_ENV, (os.environ if environ is None else environ).get(DOWN_SUM_ENV), False)
 
 
-def parse_down_tiles(raw: str | None) -> tuple[tuple[int | None, GatedTiles], ...]:
+def parse_down_tiles(raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
     """``DGEMMA_MOE_DOWN_TILES``: the second expert GEMM's tiles per call size, as :func:`parse_gated_tiles` reads
     them (``block_n`` is the whole column block here); unset or no match: vLLM's config for the call."""
     return _parse_tiles(DOWN_TILES_ENV, raw)
 
 
 _DOWN_SUM = False
-_DOWN_TILES: tuple[tuple[int | None, GatedTiles], ...] = ()
-_GATED_TILES: tuple[tuple[int | None, GatedTiles], ...] = ()
+_DOWN_TILES: tuple[tuple[int | None, Tiles], ...] = ()
+_GATED_TILES: tuple[tuple[int | None, Tiles], ...] = ()
 
 
 def covered(experts: Any) -> bool:
@@ -176,7 +171,7 @@ def fused_experts_fp8(
 
         inter = tm._resize_cache(workspace, (num_tokens * top_k, n2 // 2))
         gated_gemm(a1q, a1_scale, w1, w1_scale, inter, sorted_token_ids, expert_ids, num_tokens_post_padded, top_k,
-                   activation, config, gated_tiles_for(_GATED_TILES, num_tokens))  # fmt: skip
+                   activation, config, sized_pick(_GATED_TILES, num_tokens))  # fmt: skip
         a2q, a2_scale = act_quant(inter, None)
     else:
         tm.invoke_fused_moe_triton_kernel(
@@ -187,7 +182,7 @@ def fused_experts_fp8(
         a2q, a2_scale = act_quant(cache1.view(-1, n2), activation)
     if output is None:
         output = torch.empty((num_tokens, k), dtype=hidden_states.dtype, device=hidden_states.device)
-    down_tiles = gated_tiles_for(_DOWN_TILES, num_tokens)
+    down_tiles = sized_pick(_DOWN_TILES, num_tokens)
     if _DOWN_SUM and ours_fit and w2_bias is None and not apply_router_weight_on_input:
         from .kernels.moe_down import down_sum_gemm
 
