@@ -65,9 +65,7 @@ if HAVE_TRITON:
         # one row per (token, expert) pair: the activation's row, the routed weight's index
         offs_row = tl.load(sorted_token_ids_ptr + pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)).to(tl.int64)
         row_mask = offs_row < num_valid_tokens
-        expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-        if expert == -1:  # an expert map's foreign expert: vLLM writes zeros, which add nothing
-            return
+        expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)  # never -1: called without an expert map
         offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
         col = (offs_n % N).to(tl.int64)  # in range for the loads; the adds mask offs_n >= N
         offs_k = tl.arange(0, BLOCK_SIZE_K)
