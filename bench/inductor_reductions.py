@@ -14,10 +14,14 @@ median of 20 replays), with the kinds of reduction kernels inductor generated:
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_moe import emitter, time_config  # noqa: E402  (the same rows and CUDA-graph timing as the MoE sweeps)
 
 K = 2816
 FP8_MAX = 448.0
@@ -40,28 +44,6 @@ def pattern(attn: torch.Tensor, res: torch.Tensor, w1: torch.Tensor, w2: torch.T
     return h, (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), scale
 
 
-def time_us(fn, args, iters: int = 20) -> float:
-    fn(*args)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(10):
-            fn(*args)
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    lat = []
-    for _ in range(iters):
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        lat.append(a.elapsed_time(b) * 1e3 / 10)
-    lat.sort()
-    return lat[len(lat) // 2]
-
-
 def kernel_kinds(code: str) -> dict[str, int]:
     return {k: code.count(f"@triton_heuristics.{k}(") for k in ("persistent_reduction", "reduction", "pointwise")} | {
         "multi_kernel": code.count("MultiKernel")
@@ -77,13 +59,7 @@ def main() -> None:
     import torch._inductor.config as ic
     from torch._inductor.utils import run_and_get_code
 
-    rows_f = open(args.rows, "a") if args.rows else None
-
-    def emit(row: dict) -> None:
-        print(json.dumps(row), flush=True)
-        if rows_f:
-            rows_f.write(json.dumps(row) + "\n")
-            rows_f.flush()
+    emit = emitter(args.rows)
 
     g = torch.Generator(device="cuda").manual_seed(0)
     for m in (int(t) for t in args.tokens.split(",")):
@@ -99,7 +75,7 @@ def main() -> None:
                 fn = torch.compile(pattern, fullgraph=True, dynamic=False)
                 out, codes = run_and_get_code(fn, *inputs)
                 compile_s = time.monotonic() - t0
-                us = time_us(fn, inputs)
+                us = time_config(lambda a, f=fn: f(*a), inputs)
             same = torch.equal(out[0], ref[0]) and torch.equal(out[2], ref[2])
             q_equal = (out[1].float() == ref[1].float()).float().mean().item()
             emit({"part": "inductor_reductions", "tokens": m, "mode": mode, "us": round(us, 2),
