@@ -78,34 +78,47 @@ def _quantized_experts(g: torch.Generator):
     return w1, s1, w2, s2
 
 
+def _moe_case(m: int, seed: int) -> tuple:
+    """An m-token MoE call at the 26B's expert shape, in ``fused_experts_fp8``'s argument order: ``x``, ``w1``,
+    ``w2``, their scales, the routed weights and expert ids (the same draws for a seed)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w1, s1, w2, s2 = _quantized_experts(g)
+    x = torch.randn(m, K, device="cuda", generator=g, dtype=torch.bfloat16)
+    topk_weights, topk_ids = torch.randn(m, E, device="cuda", generator=g).softmax(-1).topk(TOP_K, dim=-1)
+    return x, w1, w2, s1, s2, topk_weights, topk_ids.to(torch.int32)
+
+
+def _vllms_fused_moe(x, w1, w2, s1, s2, topk_weights, topk_ids) -> torch.Tensor:
+    from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
+
+    return fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
+                            per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
+
+
+def _assert_within_bounds_of(ours: torch.Tensor, ref: torch.Tensor) -> None:
+    # the same quantized numbers through the same GEMMs: only rare one-ulp activation roundings differ
+    err = (ours.float() - ref.float()).abs()
+    assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
+    assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+
+
 @pytest.mark.parametrize("given_buffers", [False, True])
 @pytest.mark.parametrize("m", [256, 1024])
 def test_fused_experts_match_vllms_triton_fused_moe(m: int, given_buffers: bool) -> None:
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
-    from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
-
     from dgemma_lsp.backend.vllm_moe import fused_experts_fp8
 
-    g = torch.Generator(device="cuda").manual_seed(m)
-    w1, s1, w2, s2 = _quantized_experts(g)
-    x = torch.randn(m, K, device="cuda", generator=g, dtype=torch.bfloat16)
-    logits = torch.randn(m, E, device="cuda", generator=g)
-    topk_weights, topk_ids = logits.softmax(-1).topk(TOP_K, dim=-1)
-    topk_ids = topk_ids.to(torch.int32)
-    ref = fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
-                           per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
+    case = _moe_case(m, seed=m)
+    ref = _vllms_fused_moe(*case)
     kw = {}
     if given_buffers:  # as the experts subclass calls it: vLLM's workspace (reused by both GEMMs) and output
         kw = dict(workspace=torch.full((m * TOP_K * K,), float("nan"), device="cuda", dtype=torch.bfloat16),
                   output=torch.full((m, K), float("nan"), device="cuda", dtype=torch.bfloat16))  # fmt: skip
-    ours = fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", **kw)
+    ours = fused_experts_fp8(*case, "gelu_tanh", **kw)
     if given_buffers:
         assert ours.data_ptr() == kw["output"].data_ptr()
     assert ours.shape == ref.shape and ours.dtype == ref.dtype
-    err = (ours.float() - ref.float()).abs()
-    # the same quantized numbers through the same GEMMs: only rare one-ulp activation roundings differ
-    assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
-    assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+    _assert_within_bounds_of(ours, ref)
     # and it is a MoE output, not zeros: the experts' outputs moved every row
     assert torch.all(ref.float().abs().amax(dim=-1) > 0)
 
@@ -115,41 +128,31 @@ def test_gated_first_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch: py
     """``DGEMMA_MOE_GATED_GEMM`` (on by default): the first GEMM writing ``act(gate) * up`` itself gives the same MoE output as
     the shipped path (vLLM's GEMM, then act_quant's gated kernel), and as vLLM's fused MoE within the same bounds."""
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
-    from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
-
     from dgemma_lsp.backend import vllm_moe
 
-    g = torch.Generator(device="cuda").manual_seed(m + 1)
-    w1, s1, w2, s2 = _quantized_experts(g)
-    x = torch.randn(m, K, device="cuda", generator=g, dtype=torch.bfloat16)
-    topk_weights, topk_ids = torch.randn(m, E, device="cuda", generator=g).softmax(-1).topk(TOP_K, dim=-1)
-    topk_ids = topk_ids.to(torch.int32)
+    case = _moe_case(m, seed=m + 1)
     monkeypatch.setattr(vllm_moe, "_GATED_GEMM", False)
-    shipped = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    shipped = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     monkeypatch.setattr(vllm_moe, "_GATED_GEMM", True)
     from dgemma_lsp.backend.kernels import moe_gated
 
     calls = []
     real = moe_gated.gated_gemm
     monkeypatch.setattr(moe_gated, "gated_gemm", lambda *a, **kw: calls.append(a[10:]) or real(*a, **kw))
-    gated = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    gated = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     assert calls, "the gated GEMM did not run (vLLM's config for these sizes has blocks under 64 rows?)"
     # DGEMMA_MOE_GATED_TILES' tiles reach the kernel; with the config's block_k (the same order of the sums along K)
     # the numbers stay those of the default launch
     block_k = calls[-1][0]["BLOCK_SIZE_K"]
     tiles = (32, block_k, 16, 4, 4)
     monkeypatch.setattr(vllm_moe, "_GATED_TILES", vllm_moe.parse_gated_tiles(f"{':'.join(map(str, tiles))}@{m}"))
-    tuned = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    tuned = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     assert calls[-1][1] == tiles, calls[-1]
     assert (tuned == gated).float().mean() >= 0.999
     # the same accumulation along K (same BLOCK_SIZE_K) and the same roundings: equal but for rare last-bit
     # differences of the tensor cores' sums between the two tile widths
     assert (gated == shipped).float().mean() >= 0.999
-    ref = fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
-                           per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
-    err = (gated.float() - ref.float()).abs()
-    assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
-    assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+    _assert_within_bounds_of(gated, _vllms_fused_moe(*case))
 
 
 @pytest.mark.parametrize("m", [1024, 2048])
@@ -158,39 +161,27 @@ def test_summing_second_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch:
     gives the output of vLLM's second GEMM + ``moe_sum`` (equal but for rare last-bit differences of float32 sums
     whose order matters), inside a CUDA graph too; ``DGEMMA_MOE_DOWN_TILES`` reaches both second GEMMs."""
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
-    from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts_op
-
     from dgemma_lsp.backend import vllm_moe
     from dgemma_lsp.backend.kernels import moe_down
 
-    g = torch.Generator(device="cuda").manual_seed(m + 2)
-    w1, s1, w2, s2 = _quantized_experts(g)
-    x = torch.randn(m, K, device="cuda", generator=g, dtype=torch.bfloat16)
-    topk_weights, topk_ids = torch.randn(m, E, device="cuda", generator=g).softmax(-1).topk(TOP_K, dim=-1)
-    topk_ids = topk_ids.to(torch.int32)
+    case = _moe_case(m, seed=m + 2)
     monkeypatch.setattr(vllm_moe, "_GATED_GEMM", True)
     monkeypatch.setattr(vllm_moe, "_DOWN_SUM", False)
-    shipped = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    shipped = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     calls = []
     real = moe_down.down_sum_gemm
     monkeypatch.setattr(moe_down, "down_sum_gemm", lambda *a, **kw: calls.append(a[9:]) or real(*a, **kw))
     monkeypatch.setattr(vllm_moe, "_DOWN_SUM", True)
     workspace = torch.full((m * TOP_K * K,), float("nan"), device="cuda", dtype=torch.bfloat16)
     output = torch.full((m, K), float("nan"), device="cuda", dtype=torch.bfloat16)
-    summed = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", output=output,
-                                        workspace=workspace).clone()  # fmt: skip
+    summed = vllm_moe.fused_experts_fp8(*case, "gelu_tanh", output=output, workspace=workspace).clone()
     assert calls, "the summing GEMM did not run (vLLM's config for these sizes has blocks under 64 rows?)"
     assert (summed == shipped).float().mean() >= 0.999, (summed != shipped).sum()
-    ref = fused_experts_op(x, w1, w2, topk_weights, topk_ids, activation="gelu_tanh", use_fp8_w8a8=True,
-                           per_channel_quant=True, w1_scale=s1, w2_scale=s2)  # fmt: skip
-    err = (summed.float() - ref.float()).abs()
-    assert err.max() <= 0.02 * ref.float().abs().max(), err.max()
-    assert err.mean() <= 1e-3 * ref.float().abs().mean(), err.mean()
+    _assert_within_bounds_of(summed, _vllms_fused_moe(*case))
     # in a CUDA graph (as the engine runs it): the buffer is zeroed on every replay, not summed onto
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh", output=output,
-                                   workspace=workspace)  # fmt: skip
+        vllm_moe.fused_experts_fp8(*case, "gelu_tanh", output=output, workspace=workspace)
     for _ in range(2):
         graph.replay()
     torch.cuda.synchronize()
@@ -199,9 +190,9 @@ def test_summing_second_gemm_gives_the_shipped_path_numbers(m: int, monkeypatch:
     block_k = calls[-1][0]["BLOCK_SIZE_K"]
     tiles = (64, block_k, 16, 4, 4)
     monkeypatch.setattr(vllm_moe, "_DOWN_TILES", vllm_moe.parse_down_tiles(f"{':'.join(map(str, tiles))}@{m}"))
-    tuned = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    tuned = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     assert calls[-1][1] == tiles, calls[-1]
     assert (tuned == summed).float().mean() >= 0.999
     monkeypatch.setattr(vllm_moe, "_DOWN_SUM", False)
-    tuned_vllm = vllm_moe.fused_experts_fp8(x, w1, w2, s1, s2, topk_weights, topk_ids, "gelu_tanh")
+    tuned_vllm = vllm_moe.fused_experts_fp8(*case, "gelu_tanh")
     assert (tuned_vllm == shipped).float().mean() >= 0.999
