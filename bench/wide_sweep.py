@@ -1,11 +1,10 @@
 """Our head-512 attention kernel alone, at the 26B's canvas shape (GPU; torch and triton only, no vLLM).
 
 The five head-512 layers' kernel (backend/kernels/wide_attention.py) takes ~1.21 ms of a batch-4 step on the H200
-(session 19). Its shipped tiles run with one pipeline stage, since a 512-wide Q block fills most of the shared memory:
-each key tile's loads wait for the previous tile's dots. This times tile candidates, with and without the register
-prefetch of the next key tile (``prefetch``), on 1 and 4 canvases of 256 queries over 1024 cached keys each (16 query
+(session 19). This times tile candidates on 1 and 4 canvases of 256 queries over 1024 cached keys each (16 query
 heads, 2 KV heads, bf16, cache blocks of 16 shuffled through the block table, per-request flags as the engine passes
-them), checks each against the PyTorch reference, and times it (10 calls per CUDA-graph replay, median of 20):
+them), checks each against the PyTorch reference, and times it (10 calls per CUDA-graph replay, median of 20). Unlike
+``gpu_step.py --parts attention`` it needs no vLLM, so it runs on a bare machine in a minute:
 
     python3 bench/wide_sweep.py --rows $OUT/wide_sweep.jsonl
 """
@@ -21,15 +20,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT.parent))  # the checkout as the dgemma_lsp package (its folder's parent)
 from tune_moe import emitter, time_config  # noqa: E402  (the same rows and CUDA-graph timing as the MoE sweeps)
 
-# block_m:block_n:d_split:warps:stages:kv_splits[:p]; p = prefetch. The first two: the shipped picks (one canvas,
-# four canvases; vllm_attention.DEFAULT_WIDE)
+# block_m:block_n:d_split:warps:stages:kv_splits (DGEMMA_ATTN_WIDE's items). The first two: the shipped picks (one
+# canvas, four canvases; vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (session 20: all slower)
 CANDIDATES = (
-    "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,"
-    "128:64:2:8:1:1:p,128:64:2:8:1:0:p,128:64:2:8:1:2:p,128:32:2:8:1:1:p,128:32:2:8:1:0:p,128:32:2:8:1:2:p,"
-    "128:16:2:8:1:1:p,128:32:4:8:1:1:p,64:32:2:4:1:1:p,64:64:2:4:1:1:p,128:64:4:8:1:1:p"
+    "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,128:32:2:8:1:0,128:64:2:16:1:0,128:32:2:16:1:0,128:64:2:4:1:0"
 )
 
 
@@ -74,9 +70,8 @@ def case(canvases: int, ctx: int, q_len: int = 256, hq: int = 16, hk: int = 2, h
 
 def tiles(spec: str) -> dict:
     parts = spec.split(":")
-    bm, bn, ds, w, st, ks = (int(p) for p in parts[:6])
-    return dict(block_m=bm, block_n=bn, d_split=ds, num_warps=w, num_stages=st, kv_splits=ks or None,
-                prefetch=parts[6:] == ["p"])  # fmt: skip
+    bm, bn, ds, w, st, ks = (int(p) for p in parts)
+    return dict(block_m=bm, block_n=bn, d_split=ds, num_warps=w, num_stages=st, kv_splits=ks or None)
 
 
 def main() -> None:

@@ -100,14 +100,6 @@ def test_mixed_requests_with_per_request_causal_flags(page: int) -> None:
     _check(args, block_m=16, block_n=16, d_split=2)
 
 
-@pytest.mark.parametrize("page,kv_splits", [(8, 1), (32, 1), (8, 3)])
-def test_prefetching_the_next_key_tile_gives_the_same_result(page: int, kv_splits: int) -> None:
-    # the register-prefetched loop: the tile after a request's (or a key split's) last one must load nothing that
-    # reaches the result (spare and stale cache slots hold nan), and every tile is used exactly once
-    args = _case(Q_LENS, CTX_LENS, page=page, causal=[1, 0, 0, 1, 0])
-    _check(args, block_m=16, block_n=16, d_split=2, num_stages=1, kv_splits=kv_splits, prefetch=True)
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_one_causal_flag_for_all_requests(causal: bool) -> None:
     args = _case(Q_LENS, CTX_LENS, page=16, causal=causal)

@@ -61,44 +61,6 @@ if HAVE_TRITON:
                 hi = mid
         return lo - 1
 
-    def _load_kv_fn(
-        k_ptr,
-        v_ptr,
-        bt_row,
-        start,
-        bound,
-        kv_head,
-        offs_d,
-        offs_v,
-        stride_kb,
-        stride_ks,
-        stride_kh,
-        stride_kd,
-        stride_vb,
-        stride_vs,
-        stride_vh,
-        stride_vd,
-        PAGE: tl.constexpr,
-        BLOCK_N: tl.constexpr,
-    ):
-        # K^T (head x BLOCK_N) and V (BLOCK_N x DV) of keys [start, start + BLOCK_N) through the block table; keys
-        # at or past ``bound`` read 0, never the cache's stale slots (which may hold inf/nan)
-        keys = start + tl.arange(0, BLOCK_N)
-        key_ok = keys < bound
-        if PAGE >= BLOCK_N:
-            # the tile lies in one cache block (both powers of two): one scalar block-table read
-            blk = tl.load(bt_row + start // PAGE, mask=start < bound, other=0).to(tl.int64)
-            slot = start % PAGE + tl.arange(0, BLOCK_N)
-        else:
-            # several cache blocks per tile: a block-table read per key
-            blk = tl.load(bt_row + keys // PAGE, mask=key_ok, other=0).to(tl.int64)
-            slot = keys % PAGE
-        k_off = blk * stride_kb + slot * stride_ks + kv_head * stride_kh
-        v_off = blk * stride_vb + slot * stride_vs + kv_head * stride_vh
-        k = tl.load(k_ptr + k_off[None, :] + offs_d[:, None] * stride_kd, mask=key_ok[None, :], other=0.0)
-        v = tl.load(v_ptr + v_off[:, None] + offs_v[None, :] * stride_vd, mask=key_ok[:, None], other=0.0)
-        return k, v
-
     def _wide_kernel(
         q_ptr,
         k_ptr,
@@ -136,7 +98,6 @@ if HAVE_TRITON:
         BLOCK_N: tl.constexpr,
         PAGE: tl.constexpr,  # KV cache block size
         KV_SPLITS: tl.constexpr,  # key ranges per request, each its own program (1: no partials, no combine)
-        PREFETCH: tl.constexpr = False,  # load the next key tile into registers during this one's dots
     ):
         BLOCK_Q: tl.constexpr = BLOCK_M // PER_KV
         DV: tl.constexpr = HEAD // D_SPLIT
@@ -209,32 +170,30 @@ if HAVE_TRITON:
         l_sum = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, DV), tl.float32)
         bt_row = bt_ptr + seq.to(tl.int64) * stride_bt
-        if PREFETCH:
-            # the next tile's K and V are loaded into registers while this tile's two dots run (the pipeliner's
-            # shared-memory stages do not fit beside a 512-wide Q); a tile past kv_hi loads nothing
-            k, v = _load_kv(k_ptr, v_ptr, bt_row, kv_lo, kv_hi, kv_head, offs_d, offs_v, stride_kb, stride_ks,
-                            stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd, PAGE, BLOCK_N)  # fmt: skip
         for start in range(kv_lo, kv_hi, BLOCK_N):
             keys = start + tl.arange(0, BLOCK_N)
-            if PREFETCH:
-                k_next, v_next = _load_kv(k_ptr, v_ptr, bt_row, start + BLOCK_N, kv_hi, kv_head, offs_d, offs_v,
-                                          stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh,
-                                          stride_vd, PAGE, BLOCK_N)  # fmt: skip
+            key_ok = keys < kv_end
+            if PAGE >= BLOCK_N:
+                # the tile lies in one cache block (both powers of two): one scalar block-table read
+                blk = tl.load(bt_row + start // PAGE).to(tl.int64)
+                slot = start % PAGE + tl.arange(0, BLOCK_N)
             else:
-                # masked lanes read 0, never the cache's stale slots (which may hold inf/nan)
-                k, v = _load_kv(k_ptr, v_ptr, bt_row, start, kv_end, kv_head, offs_d, offs_v, stride_kb, stride_ks,
-                                stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd, PAGE, BLOCK_N)  # fmt: skip
+                # several cache blocks per tile: a block-table read per key
+                blk = tl.load(bt_row + keys // PAGE, mask=key_ok, other=0).to(tl.int64)
+                slot = keys % PAGE
+            k_off = blk * stride_kb + slot * stride_ks + kv_head * stride_kh
+            v_off = blk * stride_vb + slot * stride_vs + kv_head * stride_vh
+            # masked lanes read 0, never the cache's stale slots (which may hold inf/nan)
+            k = tl.load(k_ptr + k_off[None, :] + offs_d[:, None] * stride_kd, mask=key_ok[None, :], other=0.0)
             s = tl.dot(q, k) * qk_scale
             s = tl.where(keys[None, :] < limit[:, None], s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))
             p = tl.math.exp2(s - m_new[:, None])
             alpha = tl.math.exp2(m - m_new)
             l_sum = l_sum * alpha + tl.sum(p, axis=1)
+            v = tl.load(v_ptr + v_off[:, None] + offs_v[None, :] * stride_vd, mask=key_ok[:, None], other=0.0)
             acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
             m = m_new
-            if PREFETCH:
-                k = k_next
-                v = v_next
 
         if KV_SPLITS == 1:
             acc = acc / tl.where(l_sum > 0, l_sum, 1.0)[:, None]
@@ -288,7 +247,7 @@ if HAVE_TRITON:
 
 
 _JITTED: dict[bool, tuple] = {}
-_find_seq = _load_kv = None  # the kernel's helpers, jitted by _kernels() in the kernel's mode
+_find_seq = None  # the kernel's helper, jitted by _kernels() in the kernel's mode
 
 
 def _kernels():
@@ -297,8 +256,7 @@ def _kernels():
     before its first launch (the CPU tests) gets the interpreter even if this module was imported earlier."""
     mode = os.environ.get("TRITON_INTERPRET") == "1"
     if mode not in _JITTED:
-        # helpers called by their global names: the same mode as the kernel
-        globals().update(_find_seq=triton.jit(_find_seq_fn), _load_kv=triton.jit(_load_kv_fn))
+        globals().update(_find_seq=triton.jit(_find_seq_fn))  # called by its global name: same mode as the kernel
         _JITTED[mode] = (triton.jit(_wide_kernel), triton.jit(_combine_kernel))
     return _JITTED[mode]
 
@@ -339,7 +297,6 @@ def wide_attention(
     num_warps: int = 8,
     num_stages: int = 2,
     kv_splits: int | None = 1,
-    prefetch: bool = False,
 ) -> None:
     """Attention of ``q`` (tokens, q heads, head) over the paged cache ``k``/``v`` (blocks, block size, kv heads,
     head; any strides) into ``out`` (like ``q``). ``cu_seqlens_q`` int32 (requests + 1) query offsets;
@@ -356,10 +313,7 @@ def wide_attention(
     scratch (``torch.empty``, about ``4 * tokens * q heads * S * (head + 2)`` bytes); a second kernel merges
     the S partials of each row. More programs for few long requests, at the cost of the scratch round trip.
     ``None``: S from static shapes, ``ceil(SMs / programs)`` clamped to 1..8 (see :func:`auto_kv_splits`).
-    1 (default): one pass, no scratch.
-
-    ``prefetch``: load the next key tile's K and V into registers while the current tile's dots run, a software
-    pipeline for ``num_stages=1``, where a 512-wide Q leaves no shared memory for the compiler's stages."""
+    1 (default): one pass, no scratch."""
     per_kv = _check(q, k, block_m, block_n, d_split)
     if not (q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         raise RuntimeError("wide_attention needs CUDA (or TRITON_INTERPRET=1)")
@@ -418,7 +372,6 @@ def wide_attention(
         BLOCK_N=block_n,
         PAGE=k.shape[1],
         KV_SPLITS=kv_splits,
-        PREFETCH=bool(prefetch),
         num_warps=num_warps,
         num_stages=num_stages,
     )
@@ -475,7 +428,6 @@ def wide_attention_reference(
     num_warps: int = 8,
     num_stages: int = 2,
     kv_splits: int | None = 1,
-    prefetch: bool = False,
 ) -> torch.Tensor:
     """PyTorch semantics of :func:`wide_attention` (fp32 math, one request at a time, keys gathered through the
     block table); returns a copy of ``out`` with the requests' rows filled. The tile arguments are ignored."""

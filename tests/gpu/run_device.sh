@@ -526,8 +526,8 @@ E19)  # session 19, while warm after C16 and Q19: the defaults against Q19's win
     --job-timeouts "${JOB_TIMEOUTS:-ours_fp8dyn_triton=320,ours_fp8dyn_triton_gt=120,ours_fp8dyn_triton_ds=120,ours=250,ours_nocdt=200,ours_fp8dyn_triton_w4=120}" \
     --out "$OUT/gpu_step.jsonl"
   ;;
-W20)  # session 20, a bare machine (torch and triton only): the head-512 kernel's tiles with and without the register
-      # prefetch of the next key tile, 4 and 1 canvases (bench/wide_sweep.py)
+W20)  # session 20, a bare machine (torch and triton only): the head-512 kernel's tiles at 4 and 1 canvases
+      # (bench/wide_sweep.py; session 20 ran it with a register prefetch of the next key tile, since removed)
   timeout "${LIMIT:-300}" python3 bench/wide_sweep.py --rows "$OUT/wide_sweep.jsonl" --budget "${BUDGET:-240}"
   ;;
 R19)  # session 19, a bare machine (torch and triton only): inductor's norm + fp8-quantize reductions, looped against
