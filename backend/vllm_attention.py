@@ -491,7 +491,7 @@ def _build_classes() -> dict[str, Any]:
     from vllm.v1.attention.backend import AttentionType
     from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
 
-    logger = init_logger(__name__)
+    logger = init_logger(f"vllm.{__name__}")  # under "vllm": the engine process's only handlers
     tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
     fa3 = parse_fa3(os.environ.get(FA3_ENV))
     fa3_min_reqs = parse_min_reqs(os.environ.get(FA3_MIN_REQS_ENV))

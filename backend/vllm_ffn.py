@@ -161,7 +161,7 @@ def install(model: Any, environ: dict[str, str] | None = None) -> int:
     from vllm.logger import init_logger
     from vllm.model_executor.models.gemma4 import Gemma4DecoderLayer
 
-    log = init_logger("dgemma_lsp.vllm_ffn")
+    log = init_logger(f"vllm.{__name__}")  # under "vllm": the engine process's only handlers
     env = os.environ if environ is None else environ
     if not torch.cuda.is_available():
         return 0

@@ -192,10 +192,12 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
 
     from .kernels import denoise_step
     from .kernels.canvas_state import canvas_state_update, step_inputs
+    from .step_trace import StepTrace, trace_every
 
-    log = init_logger("dgemma_lsp.vllm_plugin")
+    log = init_logger(f"vllm.{__name__}")  # under "vllm": the only logger tree with handlers in the engine process
     feats = enabled_features()
     tap_addr = os.environ.get("DGEMMA_DRAFT_TAP")
+    trace_steps = trace_every()
 
     class DGemmaSampler(dg.DiffusionSampler):
         """vLLM's DiffusionSampler with our kernels, commit skip, per-request options and the draft tap."""
@@ -239,6 +241,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self._phase_pending = False
             self._sock = None
             self._tap_q: queue.Queue | None = None
+            # DGEMMA_STEP_TRACE: the host's timeline around each step (off: None, nothing on the hot path)
+            self.trace = StepTrace(trace_steps, log.info) if trace_steps and dev.type == "cuda" else None
             if "draft_tap" in feats and tap_addr:
                 import zmq
 
@@ -350,6 +354,15 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
 
         # -------------------------------------------------------------------- step
         def __call__(self, logits: torch.Tensor, input_batch: Any, draft_logits: torch.Tensor | None = None):
+            if self.trace is None:
+                return self._call(logits, input_batch, draft_logits)
+            self.trace.sample_start()
+            try:
+                return self._call(logits, input_batch, draft_logits)
+            finally:
+                self.trace.sample_end()
+
+        def _call(self, logits: torch.Tensor, input_batch: Any, draft_logits: torch.Tensor | None):
             num_reqs = input_batch.num_reqs
             if input_batch.num_draft_tokens == 0:
                 return self._handle_prefill(input_batch, logits.device)
@@ -514,6 +527,8 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             self._tap_q.put((evt, rids, steps, toks, widths))
 
     class DGemmaModelState(dg.DiffusionGemmaModelState):
+        _dgemma_sampler: DGemmaSampler | None = None  # set by custom_sampler
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             if "moe_quant" in feats:
@@ -528,11 +543,18 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             native, rejection = super().custom_sampler(sampler)
             log.info("dgemma_lsp plugin: DiffusionGemma sampler with Triton kernels (features: %s)", sorted(feats))
             ours = DGemmaSampler.from_native(native)
+            self._dgemma_sampler = ours
             cap = getattr(self.model, "final_logit_softcapping", None)
             if "softcap" in feats and cap and hasattr(self.model, "dgemma_raw_logits"):
                 ours.softcap = float(cap)
                 self.model.dgemma_raw_logits = True
             return ours, rejection
+
+        def prepare_inputs(self, input_batch: Any, req_states: Any) -> dict[str, Any]:
+            ours = self._dgemma_sampler
+            if ours is not None and ours.trace is not None:
+                ours.trace.prepare(ours._phase_evt)
+            return super().prepare_inputs(input_batch, req_states)
 
     class DGemmaLspForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
         # True once our sampler applies the softcap itself (set by DGemmaModelState.custom_sampler)

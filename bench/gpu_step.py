@@ -972,6 +972,9 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # session 18's head-512 sweep (S17): one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
         _fp8_triton_job("ours_fp8dyn_triton_w4", {"DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"}),
         _fp8_triton_job("ours_fp8dyn_triton_nocdt", {"DGEMMA_INDUCTOR_CDT": "0"}),
+        # the host's timeline around each step (backend/step_trace.py): does the GPU wait for the host before the
+        # model's graph? (session 20, for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
+        _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
         # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache (session 20:
         # "NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on
