@@ -136,10 +136,15 @@
 #            winners (ours_fp8dyn_triton_gt, when it found any), the summing second GEMM (ours_fp8dyn_triton_ds));
 #            then JOBS=ours,ours_nocdt E19 (bf16 with and without coordinate-descent tuning: bf16 has not run with
 #            it); JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_w4 E19 (S17's one-canvas head-512 pick in an engine)
-#   Next (prepared, not run): after A16, B12, C16, JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_mk
-#            JOB_TIMEOUTS=ours_fp8dyn_triton=320,ours_fp8dyn_triton_mk=320 E19 (both compile cold), then
-#            JOBS=ours_fp8dyn_triton_mk,ours_fp8dyn_triton,ours_fp8dyn_triton_mk,ours_fp8dyn_triton E19 (warm,
-#            interleaved: R19 measured multi-kernel 7% faster on one reduction alone); JOBS=ours,ours_nocdt E19
+# Session 20 (issue 4): A16, B12, C16 as in session 19, then JOBS=ours_fp8dyn_triton_mk,ours_fp8dyn_triton
+#   JOB_TIMEOUTS=ours_fp8dyn_triton=290,ours_fp8dyn_triton_mk=290 E19 (both cold) and twice the four jobs interleaved
+#   (JOB_TIMEOUTS=...=140): every _mk job failed (vLLM 0.26 + torch 2.11: "multi_kernel_0 is not defined"). On a fresh
+#   bare machine: run W20: carry nothing command: LIMIT=280 BUDGET=230 bash tests/gpu/run_device.sh W20
+#   (bench/wide_sweep.py: the head-512 kernel's tiles without vLLM, 1 and 4 canvases, checked against the reference).
+#   Next (prepared, not run): after A16, B12, C16, JOBS=ours_fp8dyn_triton_trace,ours_fp8dyn_triton
+#            JOB_TIMEOUTS=ours_fp8dyn_triton_trace=290,ours_fp8dyn_triton=140 E19 (the trace job compiles cold; its
+#            engine log has a "dgemma_lsp step trace:" line every 50 steps: does the GPU wait for the host before
+#            the model's graph, and for how long?); then JOBS=ours,ours_nocdt E19
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / W20 / T T2 P H / g k t}"
