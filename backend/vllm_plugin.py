@@ -1,7 +1,8 @@
 """Our DiffusionGemma plugin for vLLM 0.26-0.31 (``vllm.general_plugins`` entry point ``dgemma_lsp``).
 
 What it adds, each piece switchable (``DGEMMA_VLLM_PLUGIN=0`` turns all off; ``DGEMMA_VLLM_PLUGIN_FEATURES`` is a
-comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overlap``; ``all``: every piece):
+comma list of the pieces to keep, where ``default`` and ``all`` stand for those sets; unset: every piece but
+the opt-in ``ffn_overlap`` and ``sc_batch``; ``all``: every piece):
 
 * ``sampler`` — a registry entry for ``DiffusionGemmaForBlockDiffusion`` pointing at a subclass of vLLM's model
   whose model state hands the runner our sampler (a subclass of vLLM's ``DiffusionSampler``). Its denoising step
@@ -26,6 +27,9 @@ comma list of the pieces to keep; unset: every piece but the opt-in ``ffn_overla
   forward routes the branches through it, only for the vLLM layer forward it was written against. On the H200 it
   changed no denoising step (most likely the fused-MoE kernel leaves no SM free) and slowed the commit step: off by
   default.
+* ``sc_batch`` (opt-in) — the self-conditioning MLP runs once over all of a step's canvases instead of once per
+  request (:mod:`.vllm_selfcond`; our model state overrides vLLM's per-request loop where the canvases' rows lie
+  back to back). Not measured in an engine yet.
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's
@@ -66,16 +70,19 @@ ALL_FEATURES = frozenset(
         "moe_config",
         "attention",
         "moe_quant",
+        "sc_batch",
     }
 )
-# opt-in pieces: measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and trained weights
-OPT_IN_FEATURES = frozenset({"ffn_overlap"})
+# opt-in pieces: ffn_overlap measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and
+# trained weights; sc_batch not measured in an engine yet (session 20)
+OPT_IN_FEATURES = frozenset({"ffn_overlap", "sc_batch"})
 DEFAULT_FEATURES = ALL_FEATURES - OPT_IN_FEATURES
 # Pieces that live in our model and sampler subclasses (the registry entry), written against vLLM 0.26-0.31's
 # DiffusionSampler and Gemma4 internals.
 SAMPLER_FEATURES = frozenset(
-    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap", "moe_quant"}
-)
+    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "ffn_overlap", "moe_quant",
+     "sc_batch"}
+)  # fmt: skip
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 _registered = False
@@ -93,6 +100,11 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
         feats = set(ALL_FEATURES)
     else:
         feats = {f.strip() for f in raw.split(",") if f.strip()}
+        # "default" / "all" inside the list stand for those sets: default,sc_batch adds an opt-in piece
+        if "default" in feats:
+            feats = (feats - {"default"}) | DEFAULT_FEATURES
+        if "all" in feats:
+            feats = (feats - {"all"}) | ALL_FEATURES
         unknown = feats - ALL_FEATURES
         if unknown:
             raise ValueError(f"unknown dgemma plugin feature(s) {sorted(unknown)}; known: {sorted(ALL_FEATURES)}")
@@ -190,6 +202,7 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
     from vllm.model_executor.models import diffusion_gemma as dg
     from vllm.v1.worker.gpu.buffer_utils import async_copy_to_gpu
 
+    from . import vllm_selfcond as selfcond
     from .kernels import denoise_step
     from .kernels.canvas_state import canvas_state_update, step_inputs
     from .step_trace import StepTrace, trace_every
@@ -526,6 +539,11 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             widths = [int(self.width_host[int(decode_slots_np[i])]) for i in rows]
             self._tap_q.put((evt, rids, steps, toks, widths))
 
+    sc_batch = "sc_batch" in feats and selfcond.overridable(dg.DiffusionGemmaModelState)
+    if "sc_batch" in feats and not sc_batch:
+        log.warning("dgemma_lsp plugin: sc_batch off: this vLLM's model state has no _apply_self_conditioning%s",
+                    str(selfcond.SC_PARAMS))  # fmt: skip
+
     class DGemmaModelState(dg.DiffusionGemmaModelState):
         _dgemma_sampler: DGemmaSampler | None = None  # set by custom_sampler
 
@@ -555,6 +573,24 @@ def _build_classes() -> dict[str, Any]:  # noqa: C901 - one closure keeps the vL
             if ours is not None and ours.trace is not None:
                 ours.trace.prepare(ours._phase_evt)
             return super().prepare_inputs(input_batch, req_states)
+
+        def _apply_self_conditioning(
+            self,
+            decode_slots_np: np.ndarray,
+            decode_idx_np: np.ndarray,
+            query_start_loc_np: np.ndarray,
+            inputs_embeds: torch.Tensor,
+            sc_embeds: torch.Tensor,
+        ) -> None:
+            # sc_batch: one MLP call over every canvas's rows when they lie back to back (vllm_selfcond.py)
+            if sc_batch and len(decode_idx_np) > 1:
+                to_gpu = lambda a: async_copy_to_gpu(a, device=inputs_embeds.device)  # noqa: E731
+                args = (decode_slots_np, decode_idx_np, query_start_loc_np, inputs_embeds, sc_embeds, to_gpu)
+                if selfcond.apply_batched(self.model.self_conditioning, *args):
+                    return
+            super()._apply_self_conditioning(
+                decode_slots_np, decode_idx_np, query_start_loc_np, inputs_embeds, sc_embeds
+            )
 
     class DGemmaLspForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
         # True once our sampler applies the softcap itself (set by DGemmaModelState.custom_sampler)

@@ -975,6 +975,9 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # the host's timeline around each step (backend/step_trace.py): does the GPU wait for the host before the
         # model's graph? (session 20, for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
         _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
+        # the self-conditioning MLP once over a step's canvases instead of once per request (backend/vllm_selfcond.py,
+        # opt-in piece sc_batch; session 20, not run yet)
+        _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
         # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache (session 20:
         # "NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on

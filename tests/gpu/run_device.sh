@@ -141,10 +141,13 @@
 #   (JOB_TIMEOUTS=...=140): every _mk job failed (vLLM 0.26 + torch 2.11: "multi_kernel_0 is not defined"). On a fresh
 #   bare machine: run W20: carry nothing command: LIMIT=280 BUDGET=230 bash tests/gpu/run_device.sh W20
 #   (bench/wide_sweep.py: the head-512 kernel's tiles without vLLM, 1 and 4 canvases, checked against the reference).
-#   Next (prepared, not run): after A16, B12, C16, JOBS=ours_fp8dyn_triton_trace,ours_fp8dyn_triton
+#   Next (prepared, not run): A16, B12, C16 (C16 now also runs test_gpu_selfcond.py and the tiny engine with the
+#            opt-in sc_batch serving two canvases at once), then JOBS=ours_fp8dyn_triton_trace,ours_fp8dyn_triton
 #            JOB_TIMEOUTS=ours_fp8dyn_triton_trace=290,ours_fp8dyn_triton=140 E19 (the trace job compiles cold; its
 #            engine log has a "dgemma_lsp step trace:" line every 50 steps: does the GPU wait for the host before
-#            the model's graph, and for how long?); then JOBS=ours,ours_nocdt E19
+#            the model's graph, and for how long?), then JOBS=ours_fp8dyn_triton_scb,ours_fp8dyn_triton,
+#            ours_fp8dyn_triton_scb,ours_fp8dyn_triton JOB_TIMEOUTS=ours_fp8dyn_triton=140,ours_fp8dyn_triton_scb=140
+#            E19 (the self-conditioning MLP once per step, interleaved with the defaults); then JOBS=ours,ours_nocdt E19
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / W20 / T T2 P H / g k t}"
@@ -489,7 +492,8 @@ C16)  # session 16 (after A16 and B12; carry .kit3 .kit4/fa3.xz.ac .kit5): insta
   fa3_stage; fa3_install
   for w in .kit5/*.whl; do [ -f "$w" ] && python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall('/tmp/site')" "$w"; done
   install_shim; export PYTHONPATH=/tmp/dg:/tmp/site
-  timeout 330 "${PYT[@]}" tests/gpu/test_gpu_act_quant.py tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_vllm_backend.py
+  timeout 330 "${PYT[@]}" tests/gpu/test_gpu_act_quant.py tests/gpu/test_gpu_ffn_overlap.py tests/gpu/test_gpu_selfcond.py \
+    tests/gpu/test_gpu_vllm_backend.py
   ;;
 T16)  # session 16, not run yet (after C16): vLLM's fused-MoE tuning for per-channel fp8 weights and per-token
       # activations (the FP8 variant's scheme) to /tmp/moe-tuned, which install_shim puts in place for later jobs

@@ -206,3 +206,48 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
+    # ``sc_batch`` (opt-in; off in ``backend``): with two canvases in a step, the self-conditioning MLP runs once
+    # over both. The engine must serve both requests through that path, each with its own canvases; the rows it
+    # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
+    # sampled token, so the tokens are not compared with the engine that has it off)
+    import os
+
+    assert "sc_batch" not in backend.info().detail["plugin_features"]
+    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
+    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
+
+    other = tiny_backend(plugin_features=",".join(sorted(DEFAULT_FEATURES | {"sc_batch"})))
+    try:
+        run(other.start())
+        assert "sc_batch" in other.info().detail["plugin_features"]
+
+        async def both() -> list[list]:
+            reqs = [
+                CanvasRequest(
+                    prompt_ids=[2, 80 + i, 81, 82],
+                    canvas_length=CANVAS,
+                    max_new_tokens=2 * CANVAS,
+                    max_denoising_steps=6,
+                    rng_seed=i,
+                    want_drafts=True,
+                )
+                for i in range(2)
+            ]
+            return await asyncio.gather(*(_events(other, r) for r in reqs))
+
+        for evs in run(both()):
+            drafts = [e for e in evs if isinstance(e, Draft) and e.canvas_index == 0]
+            commits = [e for e in evs if isinstance(e, Committed)]
+            assert isinstance(evs[-1], Done) and commits and drafts
+            assert [c.canvas_index for c in commits] == list(range(len(commits)))
+            assert evs[-1].text == "".join(c.text for c in commits)
+    finally:
+        run(other.aclose())
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
