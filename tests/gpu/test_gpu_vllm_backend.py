@@ -7,6 +7,8 @@ with its entry point (``pip install --no-deps --target``), so every engine proce
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +44,23 @@ def tiny_backend(**kw):
 
     return VLLMBackend(str(tiny_for_vllm()), canvas_length=CANVAS, max_denoising_steps=48, max_model_len=2048,
                        gpu_memory_utilization=0.2, enforce_eager=True, **kw)  # fmt: skip
+
+
+@contextlib.contextmanager
+def second_engine(**kw):
+    """A second tiny engine beside ``backend``, started; closed after, and the plugin variables it set restored."""
+    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
+    other = tiny_backend(**kw)
+    try:
+        run(other.start())
+        yield other
+    finally:
+        run(other.aclose())
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +199,6 @@ def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend)
 def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
     # ``ffn_overlap`` (opt-in; off in ``backend``) runs each layer's dense MLP on a second CUDA stream beside its
     # MoE: an engine with the piece on must draft and commit the same seeded canvases
-    import os
-
     assert "ffn_overlap" not in backend.info().detail["plugin_features"]
 
     def canvases(b) -> list[list[int]]:
@@ -193,19 +210,9 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
         return out
 
     off = canvases(backend)
-    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
-    other = tiny_backend(plugin_features="all")
-    try:
-        run(other.start())
+    with second_engine(plugin_features="all") as other:
         assert "ffn_overlap" in other.info().detail["plugin_features"]
         assert canvases(other) == off and len(off) > 4
-    finally:
-        run(other.aclose())
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
@@ -213,15 +220,10 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
     # over both. The engine must serve both requests through that path, each with its own canvases; the rows it
     # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
     # sampled token, so the tokens are not compared with the engine that has it off)
-    import os
-
     assert "sc_batch" not in backend.info().detail["plugin_features"]
-    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
     from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
 
-    other = tiny_backend(plugin_features=",".join(sorted(DEFAULT_FEATURES | {"sc_batch"})))
-    try:
-        run(other.start())
+    with second_engine(plugin_features=",".join(sorted(DEFAULT_FEATURES | {"sc_batch"}))) as other:
         assert "sc_batch" in other.info().detail["plugin_features"]
 
         async def both() -> list[list]:
@@ -244,10 +246,3 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
             assert isinstance(evs[-1], Done) and commits and drafts
             assert [c.canvas_index for c in commits] == list(range(len(commits)))
             assert evs[-1].text == "".join(c.text for c in commits)
-    finally:
-        run(other.aclose())
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
