@@ -3,9 +3,10 @@
 On the H200 a batch-4 step measures ~0.3 ms longer than its kernels (sessions 19-20: ~19.0 against 18.7 ms), and the
 profile shows one GPU gap a step, right before the model's CUDA graph. With vLLM's async scheduling the host should
 prepare step N+1 while the GPU runs step N; that gap says it does not, at least there. This records, per step,
-whether the GPU had already finished the previous step's sampling when the host began preparing the next one
-(``query()`` on the event our sampler records at its end: nothing waits), and the host's time from preparing the
-inputs to entering the sampler and from there to leaving it; every ``every`` steps one log line sums them up.
+whether the GPU had already finished the previous step's sampling when the host reached the model's inputs (our
+model state's ``prepare_inputs``, after the runner's own input copies; ``query()`` on the event our sampler records
+at its end: nothing waits), and the host's time from there to entering the sampler (the graph's launch lies between)
+and through the sampler; every ``every`` steps one log line sums them up.
 """
 
 from __future__ import annotations
