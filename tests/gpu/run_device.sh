@@ -141,7 +141,9 @@
 #   (JOB_TIMEOUTS=...=140): every _mk job failed (vLLM 0.26 + torch 2.11: "multi_kernel_0 is not defined"). On a fresh
 #   bare machine: run W20: carry nothing command: LIMIT=280 BUDGET=230 bash tests/gpu/run_device.sh W20
 #   (bench/wide_sweep.py: the head-512 kernel's tiles without vLLM, 1 and 4 canvases, checked against the reference).
-#   Next (prepared, not run): A16, B12, C16 (C16 now also runs test_gpu_selfcond.py and the tiny engine with the
+#   Next (prepared, not run): A16, then S20 (carry nothing; torch only, ~40 s: bench/selfcond_batch.py, the
+#            self-conditioning MLP per request against once over 4 / 2 canvases, GPU and host ms; a short W20), B12,
+#            C16 (C16 now also runs test_gpu_selfcond.py and the tiny engine with the
 #            opt-in sc_batch serving two canvases at once), then JOBS=ours_fp8dyn_triton_trace,ours_fp8dyn_triton
 #            JOB_TIMEOUTS=ours_fp8dyn_triton_trace=290,ours_fp8dyn_triton=140 E19 (the trace job compiles cold; its
 #            engine log has a "dgemma_lsp step trace:" line every 50 steps: does the GPU wait for the host before
