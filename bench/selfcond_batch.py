@@ -21,20 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_moe import emitter  # noqa: E402
+from tune_moe import backend_module, emitter  # noqa: E402
 
 HIDDEN, SC, CANVAS = 2816, 2112, 256
-
-
-def module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("vllm_selfcond", ROOT / "backend" / "vllm_selfcond.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def make_mlp():
@@ -98,7 +88,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=50)
     ap.add_argument("--rows", default="")
     args = ap.parse_args()
-    sc_mod = module()
+    sc_mod = backend_module("vllm_selfcond.py")
     emit = emitter(args.rows)
     mlp = make_mlp()
     for n in (int(c) for c in args.canvases.split(",")):

@@ -122,6 +122,18 @@ def emitter(rows: str):
     return emit
 
 
+def backend_module(relpath: str):
+    """A module of this checkout's ``backend/`` loaded from its file: a bare GPU machine has the tree but not the
+    ``dgemma_lsp`` package (only the kit's stages install it), and these modules import nothing of the package."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "backend" / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def time_config(run, config: dict, iters: int = 20) -> float:
     """Median microseconds per fused_experts call (10 calls per CUDA graph replay, as vLLM's tuner)."""
     import torch

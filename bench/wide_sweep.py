@@ -18,25 +18,14 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_moe import emitter, time_config  # noqa: E402  (the same rows and CUDA-graph timing as the MoE sweeps)
+from tune_moe import backend_module, emitter, time_config  # noqa: E402  (the MoE sweeps' rows, timing, loader)
 
 # block_m:block_n:d_split:warps:stages:kv_splits (DGEMMA_ATTN_WIDE's items). The first two: the shipped picks (one
 # canvas, four canvases; vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (session 20: all slower)
 CANDIDATES = (
     "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,128:32:2:8:1:0,128:64:2:16:1:0,128:32:2:16:1:0,128:64:2:4:1:0"
 )
-
-
-def package():
-    """Import the kernel module from this checkout whatever its folder is called."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("wide_attention", ROOT / "backend" / "kernels" / "wide_attention.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def case(canvases: int, ctx: int, q_len: int = 256, hq: int = 16, hk: int = 2, head: int = 512, page: int = 16):
@@ -82,7 +71,7 @@ def main() -> None:
     ap.add_argument("--rows", default="")
     ap.add_argument("--budget", type=float, default=240.0, help="seconds; candidates left then are not run")
     args = ap.parse_args()
-    mod = package()
+    mod = backend_module("kernels/wide_attention.py")
     emit = emitter(args.rows)
     t0 = time.time()
     gpu = torch.cuda.get_device_name()
