@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from dgemma_lsp.backend.contract import Cancelled, CancelToken, CanvasRequest, Committed, Done, Draft
+from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
 
 pytestmark = [
     pytest.mark.gpu,
@@ -221,8 +222,6 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
     # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
     # sampled token, so the tokens are not compared with the engine that has it off)
     assert "sc_batch" not in backend.info().detail["plugin_features"]
-    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
-
     with second_engine(plugin_features=",".join(sorted(DEFAULT_FEATURES | {"sc_batch"}))) as other:
         assert "sc_batch" in other.info().detail["plugin_features"]
 
