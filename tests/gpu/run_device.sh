@@ -152,7 +152,7 @@
 #            E19 (the self-conditioning MLP once per step, interleaved with the defaults); then JOBS=ours,ours_nocdt E19
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
-N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / W20 / T T2 P H / g k t}"
+N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / W20 S20 / T T2 P H / g k t}"
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: it survives from one run to the next while the machine stays warm
@@ -540,6 +540,10 @@ E19)  # session 19, while warm after C16 and Q19: the defaults against Q19's win
 W20)  # session 20, a bare machine (torch and triton only): the head-512 kernel's tiles at 4 and 1 canvases
       # (bench/wide_sweep.py; session 20 ran it with a register prefetch of the next key tile, since removed)
   timeout "${LIMIT:-300}" python3 bench/wide_sweep.py --rows "$OUT/wide_sweep.jsonl" --budget "${BUDGET:-240}"
+  ;;
+S20)  # session 20 (prepared; run in session 21 after A16, no vLLM needed): the self-conditioning MLP per request
+      # against once over the canvases (bench/selfcond_batch.py), GPU and host ms
+  timeout "${LIMIT:-120}" python3 bench/selfcond_batch.py --rows "$OUT/selfcond_batch.jsonl"
   ;;
 R19)  # session 19, a bare machine (torch and triton only): inductor's norm + fp8-quantize reductions, looped against
       # persistent (bench/inductor_reductions.py)
