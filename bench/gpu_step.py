@@ -976,8 +976,11 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # model's graph? (session 20, for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
         _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
         # the self-conditioning MLP once over a step's canvases instead of once per request (backend/vllm_selfcond.py,
-        # opt-in piece sc_batch; session 20, not run yet)
+        # piece sc_batch; session 21: b4 19.02 -> 18.71 ms, a default since). _scb is session 21's name for it,
+        # now the same as the defaults; _noscb measures the defaults without it
         _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
+        _fp8_triton_job("ours_fp8dyn_triton_noscb", {
+            "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_quant,moe_config,attention"}),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
         # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache (session 20:
         # "NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on

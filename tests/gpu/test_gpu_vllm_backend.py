@@ -17,7 +17,6 @@ import pytest
 import torch
 
 from dgemma_lsp.backend.contract import Cancelled, CancelToken, CanvasRequest, Committed, Done, Draft
-from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
 
 pytestmark = [
     pytest.mark.gpu,
@@ -217,31 +216,29 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
 
 
 def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
-    # ``sc_batch`` (opt-in; off in ``backend``): with two canvases in a step, the self-conditioning MLP runs once
-    # over both. The engine must serve both requests through that path, each with its own canvases; the rows it
+    # ``sc_batch`` (a default piece since session 21): with two canvases in a step, the self-conditioning MLP runs
+    # once over both. The engine must serve both requests through that path, each with its own canvases; the rows it
     # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
-    # sampled token, so the tokens are not compared with the engine that has it off)
-    assert "sc_batch" not in backend.info().detail["plugin_features"]
-    with second_engine(plugin_features=",".join(sorted(DEFAULT_FEATURES | {"sc_batch"}))) as other:
-        assert "sc_batch" in other.info().detail["plugin_features"]
+    # sampled token, so the tokens are not compared with an engine that has it off)
+    assert "sc_batch" in backend.info().detail["plugin_features"]
 
-        async def both() -> list[list]:
-            reqs = [
-                CanvasRequest(
-                    prompt_ids=[2, 80 + i, 81, 82],
-                    canvas_length=CANVAS,
-                    max_new_tokens=2 * CANVAS,
-                    max_denoising_steps=6,
-                    rng_seed=i,
-                    want_drafts=True,
-                )
-                for i in range(2)
-            ]
-            return await asyncio.gather(*(_events(other, r) for r in reqs))
+    async def both() -> list[list]:
+        reqs = [
+            CanvasRequest(
+                prompt_ids=[2, 80 + i, 81, 82],
+                canvas_length=CANVAS,
+                max_new_tokens=2 * CANVAS,
+                max_denoising_steps=6,
+                rng_seed=i,
+                want_drafts=True,
+            )
+            for i in range(2)
+        ]
+        return await asyncio.gather(*(_events(backend, r) for r in reqs))
 
-        for evs in run(both()):
-            drafts = [e for e in evs if isinstance(e, Draft) and e.canvas_index == 0]
-            commits = [e for e in evs if isinstance(e, Committed)]
-            assert isinstance(evs[-1], Done) and commits and drafts
-            assert [c.canvas_index for c in commits] == list(range(len(commits)))
-            assert evs[-1].text == "".join(c.text for c in commits)
+    for evs in run(both()):
+        drafts = [e for e in evs if isinstance(e, Draft) and e.canvas_index == 0]
+        commits = [e for e in evs if isinstance(e, Committed)]
+        assert isinstance(evs[-1], Done) and commits and drafts
+        assert [c.canvas_index for c in commits] == list(range(len(commits)))
+        assert evs[-1].text == "".join(c.text for c in commits)
