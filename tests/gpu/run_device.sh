@@ -150,6 +150,13 @@
 #            the model's graph, and for how long?), then JOBS=ours_fp8dyn_triton_scb,ours_fp8dyn_triton,
 #            ours_fp8dyn_triton_scb,ours_fp8dyn_triton JOB_TIMEOUTS=ours_fp8dyn_triton=140,ours_fp8dyn_triton_scb=140
 #            E19 (the self-conditioning MLP once per step, interleaved with the defaults); then JOBS=ours,ours_nocdt E19
+# Session 21 (issue 4; ran, at 1128aaa): `bash tests/gpu/run_device.sh A16; bash tests/gpu/run_device.sh S20` (carry
+#   .kit1 .kit4/fa3.xz.aa), B12, C16 (35 passed), JOBS=ours_fp8dyn_triton_trace,ours_fp8dyn_triton
+#   JOB_TIMEOUTS=ours_fp8dyn_triton_trace=300,ours_fp8dyn_triton=140 E19, then twice the four jobs _scb / defaults
+#   interleaved (JOB_TIMEOUTS=...=140): sc_batch 18.65-18.75 ms at batch 4 against 18.95-19.03; a default since a1f5156.
+#   Next (prepared, not run): after A16, B12, C16 (C16's engine tests now run with sc_batch in the module's engine),
+#   JOBS=ours_fp8dyn_triton,ours_fp8dyn_triton_noscb,ours_fp8dyn_triton,ours_fp8dyn_triton_noscb
+#   JOB_TIMEOUTS=ours_fp8dyn_triton=320,ours_fp8dyn_triton_noscb=140 E19 (the new defaults against the old, cold first)
 # Output: $OUT/run<N>.log and $OUT/gpu_step.jsonl (the rows bench/RESULTS.md and tests/gpu/LAST_RUN.md quote).
 set -uo pipefail
 N="${1:?stage: 1 2 3 b 4 / A B C D / A2 B C2 / A8 B C8 D8 / A9 C9 C10 / A11 B11 C11 D11 V11 / A12 B12 C12 D12 E12 / A13 C13 D13 E13 S13 / A14 C14 D14 E14 / D15 E15 / A16 C16 E16 F16 K16 T16 / E17 M17 W17 S17 G17 / Q19 E19 R19 / W20 S20 / T T2 P H / g k t}"
