@@ -29,8 +29,8 @@ the opt-in ``ffn_overlap``; ``all``: every piece):
   default.
 * ``sc_batch`` — the self-conditioning MLP runs once over all of a step's canvases instead of once per request
   (:mod:`.vllm_selfcond`; our model state overrides vLLM's per-request loop where the canvases' rows lie back to
-  back). H200, FP8 variant, batch 4: 19.02 -> 18.71 ms a step (session 21, four runs of each, interleaved); batch 1
-  unchanged (one canvas is one call either way).
+  back). H200, FP8 variant, batch 4: 19.02 -> 18.72 ms a step (session 21, medians of five runs without it and four
+  with it, interleaved); batch 1 unchanged (one canvas is one call either way).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
 * ``attention`` — ``TRITON_ATTN`` resolves (a registry entry) to a subclass of vLLM's backend that launches vLLM's

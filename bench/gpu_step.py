@@ -976,7 +976,7 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # model's graph? (session 20, for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
         _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
         # the self-conditioning MLP once over a step's canvases instead of once per request (backend/vllm_selfcond.py,
-        # piece sc_batch; session 21: b4 19.02 -> 18.71 ms, a default since). _scb is session 21's name for it,
+        # piece sc_batch; session 21: b4 19.02 -> 18.72 ms, a default since). _scb is session 21's name for it,
         # now the same as the defaults; _noscb measures the defaults without it
         _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
         _fp8_triton_job("ours_fp8dyn_triton_noscb", {
