@@ -1,7 +1,7 @@
 """The self-conditioning MLP per request against once over all canvases (GPU; torch only, no vLLM).
 
 vLLM 0.26 runs DiffusionGemma's self-conditioning MLP (pre-norm, gate/up projections 2816 -> 2112, GELU, down
-projection, post-norm) eagerly before the model's CUDA graph, once per denoising request; the opt-in plugin piece
+projection, post-norm) eagerly before the model's CUDA graph, once per denoising request; the plugin piece
 ``sc_batch`` (backend/vllm_selfcond.py) runs it once over all canvases. This times both in eager mode at the 26B's size
 with a PyTorch restatement of the module (RMSNorm in PyTorch ops, where vLLM launches its own fused kernel, so the
 launch counts here are higher than the engine's): the GPU time from the first launch to the last kernel's end, and the
