@@ -900,6 +900,17 @@ def _fp8_triton_job(label: str, env: dict[str, str] | None = None, extra: list[s
              "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile", *(extra or [])])  # fmt: skip
 
 
+def defaults_without(*pieces: str) -> dict[str, str]:
+    """The plugin's default pieces but ``pieces``, as a job's environment: derived from the plugin, so a job that
+    measures one piece keeps every other default when the defaults change."""
+    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
+
+    unknown = set(pieces) - DEFAULT_FEATURES
+    if unknown:
+        raise ValueError(f"not default plugin pieces: {sorted(unknown)}")
+    return {"DGEMMA_VLLM_PLUGIN_FEATURES": ",".join(sorted(DEFAULT_FEATURES - set(pieces)))}
+
+
 def sweep_env(text: str) -> dict[str, str]:
     """``K=V`` pairs (whitespace or newlines between them, an ``export`` word allowed) as a job's environment."""
     pairs = [w for w in text.split() if w != "export"]
@@ -955,8 +966,7 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         _fp8_triton_job("ours_fp8dyn_triton_gumbel", {"DGEMMA_KERNEL_SAMPLE": "gumbel"}),
         # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
         # launches), so the same run measures what the piece changes
-        _fp8_triton_job("ours_fp8dyn_triton_nofq", {
-            "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_config,attention"}),
+        _fp8_triton_job("ours_fp8dyn_triton_nofq", defaults_without("moe_quant")),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (session 15's
         # profile: 2.80 ms at batch 4 against a 1.75 ms floor); session 16: no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
@@ -979,8 +989,7 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         # piece sc_batch; session 21: b4 19.02 -> 18.72 ms, a default since). _scb is session 21's name for it,
         # now the same as the defaults; _noscb measures the defaults without it
         _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
-        _fp8_triton_job("ours_fp8dyn_triton_noscb", {
-            "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,state_kernel,moe_quant,moe_config,attention"}),
+        _fp8_triton_job("ours_fp8dyn_triton_noscb", defaults_without("sc_batch")),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
         # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache (session 20:
         # "NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on

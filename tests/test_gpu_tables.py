@@ -190,3 +190,15 @@ def test_the_sweeps_export_lines_become_an_engine_jobs_environment() -> None:
         sweep_env("export PATH=/nowhere")
     jobs = {name: env for name, env, _ in vllm_jobs()}
     assert jobs["ours_fp8dyn_triton_ds"]["DGEMMA_MOE_DOWN_SUM"] == "1"
+
+
+def test_a_job_without_one_piece_keeps_every_other_default() -> None:
+    from gpu_step import defaults_without, vllm_jobs
+
+    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, enabled_features
+
+    jobs = {name: env for name, env, _ in vllm_jobs()}
+    for job, piece in (("ours_fp8dyn_triton_nofq", "moe_quant"), ("ours_fp8dyn_triton_noscb", "sc_batch")):
+        assert enabled_features(jobs[job]) == DEFAULT_FEATURES - {piece}
+    with pytest.raises(ValueError, match="ffn_overlap"):
+        defaults_without("ffn_overlap")
