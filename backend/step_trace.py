@@ -2,7 +2,8 @@
 
 On the H200 a batch-4 step measures ~0.3 ms longer than its kernels (sessions 19-20: ~19.0 against 18.7 ms), and the
 profile shows one GPU gap a step, right before the model's CUDA graph. With vLLM's async scheduling the host should
-prepare step N+1 while the GPU runs step N; that gap says it does not, at least there. This records, per step,
+prepare step N+1 while the GPU runs step N; this tells whether it does (session 21: the GPU had finished the previous
+step when the host got there in 16-22% of steps, so mostly it does). This records, per step,
 whether the GPU had already finished the previous step's sampling when the host reached the model's inputs (our
 model state's ``prepare_inputs``, after the runner's own input copies; ``query()`` on the event our sampler records
 at its end: nothing waits), and the host's time from there to entering the sampler (the graph's launch lies between)
