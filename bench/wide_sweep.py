@@ -57,9 +57,10 @@ def case(canvases: int, ctx: int, q_len: int = 256, hq: int = 16, hk: int = 2, h
     )
 
 
-def tiles(spec: str) -> dict:
-    parts = spec.split(":")
-    bm, bn, ds, w, st, ks = (int(p) for p in parts)
+def tiles(attention, spec: str) -> dict:
+    """One ``DGEMMA_ATTN_WIDE`` item, read by the engine's own parser (``vllm_attention.parse_wide``), as the
+    kernel's keyword arguments the way the engine passes them."""
+    bm, bn, ds, w, st, ks = attention.parse_wide(spec)[0][1]
     return dict(block_m=bm, block_n=bn, d_split=ds, num_warps=w, num_stages=st, kv_splits=ks or None)
 
 
@@ -72,6 +73,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=240.0, help="seconds; candidates left then are not run")
     args = ap.parse_args()
     mod = backend_module("kernels/wide_attention.py")
+    attention = backend_module("vllm_attention.py")  # its parsers need no vLLM
     emit = emitter(args.rows)
     t0 = time.time()
     gpu = torch.cuda.get_device_name()
@@ -83,7 +85,7 @@ def main() -> None:
             if time.time() - t0 > args.budget:
                 emit({"part": "wide_sweep", "canvases": n, "tiles": spec, "skipped": "budget"})
                 continue
-            kw = tiles(spec)
+            kw = tiles(attention, spec)
             row = {"part": "wide_sweep", "canvases": n, "ctx": args.ctx, "tiles": spec, "gpu": gpu}
             try:
                 a["out"].zero_()
