@@ -51,6 +51,17 @@ DEFAULT_MODEL = "google/diffusiongemma-26B-A4B-it"
 DRAFT_TAP_ENV = "DGEMMA_DRAFT_TAP"  # zmq address the plugin pushes drafts to
 PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
 PLUGIN_FEATURES_ENV = "DGEMMA_VLLM_PLUGIN_FEATURES"  # comma list; see vllm_plugin.ALL_FEATURES
+# Benchmark-only: "1" starts the engine with random weights (vLLM's ``load_format="dummy"``), so a full-size config
+# plus a tokenizer (bench/gpu_step.py: build_bench_model) runs the language server's whole path without the
+# checkpoint's 50 GB. Its suggestions are noise; never set it for real use.
+DUMMY_WEIGHTS_ENV = "DGEMMA_VLLM_DUMMY_WEIGHTS"
+
+
+def engine_died(engine: Any, exc: BaseException | None = None) -> bool:
+    """Whether vLLM's engine core process is gone: ``EngineDeadError`` (vLLM's name for it) or the client's own flag."""
+    if exc is not None and any(type(e).__name__ == "EngineDeadError" for e in (exc, exc.__cause__) if e):
+        return True
+    return bool(getattr(engine, "errored", False)) if engine is not None else False
 
 
 @dataclass(slots=True)
@@ -370,6 +381,11 @@ class VLLMBackend:
         self._engine_t = (0.4, 0.8)
         self._start_s: float | None = None
         self._error: str | None = None
+        # requests this backend has in the engine (submitted, not yet finished or aborted) and their high-water mark;
+        # with vLLM's own count of unfinished requests (its output processor), what the GPU tests read
+        self._live: set[str] = set()
+        self.max_in_engine = 0
+        self.aborted = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VLLMBackend:
@@ -384,6 +400,7 @@ class VLLMBackend:
             eager_start=settings.vllm_eager_start,
             warm_up=settings.vllm_warm_up,
             moe_backend=settings.vllm_moe_backend,
+            load_format="dummy" if os.environ.get(DUMMY_WEIGHTS_ENV) == "1" else "auto",
         )
 
     # ------------------------------------------------------------------ engine
@@ -543,9 +560,23 @@ class VLLMBackend:
         except BackendError as exc:
             self._warm_up_result = {"error": str(exc)}
 
+    def engine_requests(self) -> int | None:
+        """vLLM's count of unfinished requests (its output processor's); None before start or on an unknown vLLM."""
+        try:
+            return int(self._engine.output_processor.get_num_unfinished_requests())
+        except Exception:
+            return None
+
+    def _dead(self, exc: BaseException | None = None) -> BackendUnavailable:
+        why = f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}" if exc is not None else ""
+        self._error = f"the vLLM engine process died{why}"
+        return BackendUnavailable(self._error, kind="dead")
+
     async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
         if self._engine is None:  # (not while start() warms the engine up: that holds the start lock)
             await self.start()
+        if engine_died(self._engine):
+            raise self._dead()
         t0 = time.monotonic()
         prompt_ids = self._prompt_ids(request)
         mapped = map_request(
@@ -577,6 +608,8 @@ class VLLMBackend:
             queue.put_nowait(("end", None))
 
         task = asyncio.get_running_loop().create_task(pump())
+        self._live.add(rid)
+        self.max_in_engine = max(self.max_in_engine, len(self._live), self.engine_requests() or 0)
         stats = Stats(backend=self.name, model=self.model, prompt_tokens=len(prompt_ids))
         if mapped.unsupported:
             stats.extra["unsupported"] = mapped.unsupported
@@ -647,6 +680,8 @@ class VLLMBackend:
                         break
                     continue
                 if kind == "error":
+                    if engine_died(self._engine, payload):
+                        raise self._dead(payload) from payload
                     raise BackendError(f"vLLM request failed: {type(payload).__name__}: {payload}") from payload
                 if kind == "end":
                     break
@@ -671,8 +706,10 @@ class VLLMBackend:
         finally:
             if self._tap is not None:
                 self._tap.queues.pop(rid, None)
-            if not finished:
+            self._live.discard(rid)
+            if not finished and not engine_died(self._engine):
                 # cancelled, deadline, consumer closed the stream or stop_at_newline: the request leaves the engine
+                self.aborted += 1
                 with contextlib.suppress(Exception):
                     await self._engine.abort(rid)
             task.cancel()
@@ -700,13 +737,18 @@ class VLLMBackend:
                 "start_s": self._start_s,
                 "warm_up": self._warm_up_result,
                 "error": self._error,
+                "load_format": self.load_format,
+                "requests_in_engine": self.engine_requests(),
+                "max_requests_in_engine": self.max_in_engine,
+                "aborted": self.aborted,
             },
         )
 
     async def aclose(self) -> None:
         eng, self._engine = self._engine, None
         if eng is not None:
-            eng.shutdown()
+            with contextlib.suppress(Exception):  # a dead engine's client may fail to shut down what is gone
+                eng.shutdown()
         if self._tap is not None:
             self._tap.close()
             self._tap = None

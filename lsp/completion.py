@@ -364,6 +364,8 @@ class CompletionEngine:
                         elif isinstance(ev, Done):
                             final_text = ev.text
                             outcome = "completed"
+                            # the backend's own time, beside the server's per answer: what the LSP layer adds
+                            self.stats.latency(f"{backend.name}.generate", ev.stats.wall_s)
                             low = below(ev, gate)
                             if low is not None and clean(ev.text):
                                 # the model's own confidence says noise: show nothing rather than noise
@@ -391,9 +393,10 @@ class CompletionEngine:
                 if exc.kind == "cancelled":
                     outcome = "cancelled"
                     return None
-                self._log(logging.ERROR, f"inline completion failed ({backend.name}): {exc}")
                 if isinstance(exc, BackendUnavailable) and self._on_backend_failure:
-                    self._on_backend_failure(exc)
+                    self._on_backend_failure(exc)  # it says so, in one line, and reloads the backend
+                else:
+                    self._log(logging.ERROR, f"inline completion failed ({backend.name}): {exc}")
                 return None
             except Exception as exc:  # a broken backend must not take the server down
                 log.exception("backend generate crashed")

@@ -97,3 +97,22 @@ def test_cpu_e2e_runs(tmp_path: Path, tiny_checkpoint: Path) -> None:
     assert started >= 1 and ended == started  # no generation left running after the session
     assert r["settings"]["denoising_steps"] == 2
     assert "| checkpoint |" in md
+
+
+def test_keystroke_e2e_runs(tmp_path: Path) -> None:
+    """The keystroke-to-ghost-text benchmark on the benchmark-only instant backend: every request is matched to its
+    canvas notifications, none lost or out of order, and the server's share is measured."""
+    data, md = run_script(
+        ["bench/keystroke_e2e.py", "--server-args", "--backend instant", "--functions", "1", "--max-keys", "24",
+         "--gap-ms", "10-20", "--pause-ms", "50"],
+        tmp_path,
+    )  # fmt: skip
+    single = data["results"][0]
+    assert single["keystrokes"] == 24 and single["server_alive"]
+    generated = single["modes"]["single"]["requests"] + single["modes"]["multi"]["requests"]
+    assert 1 <= generated <= 24  # the others answered from the cache or by typing-through, without a canvas
+    assert single["modes"]["single"]["final_ms"]["n"] >= 1 and single["modes"]["single"]["first_draft_ms"]["n"] >= 1
+    assert single["canvas_sent"] == single["canvas_received"] > 0 and single["out_of_order"] == 0
+    assert single["generations_started"] >= 1 and single["server_share_p50_ms"] is not None
+    assert single["first_after_ready_ms"] is not None
+    assert "| config | mode (n) |" in md
