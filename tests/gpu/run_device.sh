@@ -41,7 +41,8 @@ install_shim() {
   printf 'Metadata-Version: 2.1\nName: dgemma-lsp\nVersion: 0.1.0\n' > /tmp/dg/dgemma_lsp-0.1.0.dist-info/METADATA
   printf '[vllm.general_plugins]\ndgemma_lsp = dgemma_lsp.backend.vllm_plugin:register\n' \
     > /tmp/dg/dgemma_lsp-0.1.0.dist-info/entry_points.txt
-  printf '#!/usr/bin/env python3\nimport sys\nfrom dgemma_lsp.cli import entry\nsys.exit(entry())\n' > /tmp/dg/bin/dgemma-lsp
+  # the __main__ guard matters: vLLM spawns its engine core, which imports the parent's main module again
+  printf '#!/usr/bin/env python3\nimport sys\nfrom dgemma_lsp.cli import entry\nif __name__ == "__main__":\n    sys.exit(entry())\n' > /tmp/dg/bin/dgemma-lsp
   chmod +x /tmp/dg/bin/dgemma-lsp
   export PATH="/tmp/dg/bin:$PATH"
   if [ -f /tmp/site/.kit-installed ]; then export PYTHONPATH=/tmp/dg:/tmp/site; else export PYTHONPATH=/tmp/dg; fi
