@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_D = ROOT / "tests" / "gpu" / "last_run" / "s3_runD_gpu_step.jsonl"
-RUN_C = ROOT / "tests" / "gpu" / "last_run" / "s3_runC_gpu_step.jsonl"
+RUN_D = ROOT / "tests" / "data" / "gpu_rows" / "s3_runD_gpu_step.jsonl"
+RUN_C = ROOT / "tests" / "data" / "gpu_rows" / "s3_runC_gpu_step.jsonl"
 sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu_tables import load_rows, render  # noqa: E402
@@ -43,7 +43,7 @@ def test_command_line() -> None:
 
 
 def test_session_8_attention_sweep_and_profile() -> None:
-    last = ROOT / "tests" / "gpu" / "last_run"
+    last = ROOT / "tests" / "data" / "gpu_rows"
     md = render(load_rows([last / "s8_runC9_gpu_step.jsonl", last / "s8_runC9b_gpu_step.jsonl"]))
     assert "head 256: picked 32:128:8:2 (0.2635 vs 0.5319 ms)" in md
     assert "| 256 | 1 | 0.12 |" in md  # vLLM's launch, one canvas
@@ -164,9 +164,9 @@ def test_the_moe_sweep_picks_a_tile_only_when_it_beats_the_defaults_by_a_margin(
     assert _tables("combined", env)["_DOWN_TILES"] == parse_down_tiles(env["DGEMMA_MOE_DOWN_TILES"])
 
 
-def test_the_device_script_names_only_jobs_the_benchmark_has() -> None:
-    """A stage of tests/gpu/run_device.sh naming a job gpu_step.py no longer has fails only on the device, after
-    minutes of staging; this catches it here."""
+def test_the_device_script_has_every_stage_the_procedure_names() -> None:
+    """docs/gpu.md names stages of tests/gpu/run_device.sh; a stage that does not exist fails only on the device,
+    after minutes of staging; this catches it here (and gpu_step.py's job names stay unique)."""
     import re
 
     from gpu_step import vllm_jobs
@@ -174,9 +174,12 @@ def test_the_device_script_names_only_jobs_the_benchmark_has() -> None:
     names = [name for name, _, _ in vllm_jobs()]
     assert len(names) == len(set(names))
     script = (ROOT / "tests" / "gpu" / "run_device.sh").read_text()
-    named = {j for m in re.finditer(r"\bjobs=([a-z0-9_,]+)", script) for j in m.group(1).split(",") if j}
-    named |= {j.split("=")[0] for m in re.finditer(r"\blim=([a-z0-9_=,]+)", script) for j in m.group(1).split(",")}
-    assert named and not named - set(names), sorted(named - set(names))
+    stages = set(re.findall(r"^  ([a-z|-]+)\)", script, re.M))
+    stages = {x for s in stages for x in s.split("|")}
+    doc = (ROOT / "docs" / "gpu.md").read_text()
+    wanted = {w for m in re.finditer(r"run_device\.sh ([a-z -]+)`", doc) for w in m.group(1).split()}
+    wanted |= set(re.findall(r"`([a-z-]+)`", doc.split("While warm")[1].split("(the script")[0]))
+    assert wanted and not wanted - stages, sorted(wanted - stages)
 
 
 def test_the_sweeps_export_lines_become_an_engine_jobs_environment() -> None:
