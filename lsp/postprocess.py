@@ -442,11 +442,13 @@ def clean_completion(raw: str, ctx: CursorContext, plan: CompletionPlan) -> str:
             text = text[1:]  # "x = " + " 1" would leave two spaces (a longer run is deliberate alignment)
         if not ctx.line_prefix.strip() and ctx.line_prefix and text.startswith(ctx.line_prefix):
             text = text[len(ctx.line_prefix) :]
+        # Closers go before the suffix echo and the trailing-space cut: each of those looks at the tail that is
+        # shown, so anything that shortens the tail must come first ("aa )" before " " must not leave "a ").
+        if not ctx.line_suffix.strip():
+            text = _trim_unopened_closers(text, ctx)
         text = _strip_suffix_echo(text, ctx.line_suffix, rest_of_line)
         if not rest_of_line.strip():
             text = text.rstrip()
-        if not ctx.line_suffix.strip():
-            text = _trim_unopened_closers(text, ctx)
         if not text.strip():
             return ""
         out = text + _closers_to_keep(text, ctx, closers)

