@@ -181,3 +181,14 @@ def test_doctor_says_what_the_embedded_model_recommends():
     out = r.stdout.decode()
     assert "suggestions   withheld below confidence 0.25 (the model's own recommendation)" in out
     assert "temperature   0.30 (first step) -> 0.10 (last step) (the model's own recommendation)" in out
+
+
+def test_fix_output_is_the_validated_text_on_touching_edits():
+    """A comma inserted where a single-quoted string is then requoted: two edits at one offset. The printed
+    document (and the diff) is exactly the validated one, so it parses; before, the second edit swallowed the
+    first and ``["a""b"']`` came out with exit status 0."""
+    r = run_cli("fix", "-", "--language", "json", "--output", "fixed", "--repair", "rules", stdin=b"[\"a\"'b']")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["a", "b"]
+    d = run_cli("fix", "-", "--language", "json", "--repair", "rules", stdin=b"[\"a\"'b']")
+    assert d.returncode == 0 and b'+["a","b"]' in d.stdout
