@@ -933,6 +933,29 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                 opened = False
                 last_comma = -1
                 continue
+            if kind == OBJ_OPEN and last_comma >= 0 and len(stack) >= 2 and stack[-2][0] == ARR_OPEN:
+                # [{...}, {...  , {  - an object in a list was never closed: close it before the comma
+                opener = stack.pop()
+                ls0 = text.rfind("\n", 0, opener[1]) + 1
+                ind = text[ls0 : opener[1]]
+                ind = ind[: len(ind) - len(ind.lstrip(" \t"))]
+                multi = "\n" in text[opener[1] : s]
+                add(
+                    JsonIssue(
+                        opener[1],
+                        opener[1] + 1,
+                        "json.unclosed",
+                        "'{' is never closed (the next element of the list begins)",
+                        [(comma_prev, comma_prev, ("\n" + ind if multi else "") + "}")],
+                        container(),
+                    )
+                )
+                state = "value"
+                opened = False
+                last_comma = s
+                pending.append(tok)
+                tokens.pop()
+                continue
             # '{' or '[' where a property name belongs: no safe repair; parse it as a value to stay in sync.
             add(JsonIssue(s, e, "json.missing-key", "expected a property name", [], container()))
             state = "value"
