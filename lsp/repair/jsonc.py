@@ -75,6 +75,20 @@ _PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
 _CLOSING_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*$", re.M)
 
 
+def _closer_outdented(text: str, span: tuple[int, int]) -> bool:
+    """A multi-line ``{...}`` whose closing brace sits left of its opening line's indentation (the value took a
+    parent's closer: its own "}" line is missing)."""
+    a, b = span
+    if text[a] != "{" or text.find("\n", a, b) < 0:
+        return False
+    ol = text.rfind("\n", 0, a) + 1
+    cl = text.rfind("\n", 0, b - 1) + 1
+    o_line, c_pre = text[ol:a], text[cl : b - 1]
+    if c_pre.strip(" \t"):
+        return False
+    return len(c_pre) < len(o_line) - len(o_line.lstrip(" \t"))
+
+
 def _prose_lead(text: str, end: int) -> int:
     """Where the JSON (or its fence) starts after leading lines of prose ("Here is the JSON:"); 0 when none."""
     pos, words = 0, False
@@ -518,6 +532,9 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                 continue
             if state == "value" and not top_done and len(stack) < 64:
                 span = it.try_value()
+                if span is not None and stack and _closer_outdented(text, span):
+                    it.pos = span[0]  # its closer is indented as a parent's: read it token by token
+                    span = None
                 if span is not None:  # a whole valid value: no per-token work
                     val = (span[0], last_comma >= 0, comma_prev)
                     prev_end = span[1]
@@ -845,6 +862,30 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             tokens.pop()
             continue
 
+        if (
+            state == "key"
+            and kind == STRING
+            and last_comma >= 0
+            and len(stack) >= 2
+            and stack[-1][0] == OBJ_OPEN
+            and stack[-2][0] == OBJ_OPEN
+        ):
+            ls0 = text.rfind("\n", 0, s) + 1
+            ol = text.rfind("\n", 0, stack[-1][1]) + 1
+            o_ind = len(text[ol : stack[-1][1]]) - len(text[ol : stack[-1][1]].lstrip(" \t"))
+            if ls0 > stack[-1][1] and not text[ls0:s].strip(" \t") and s - ls0 <= o_ind:
+                # a key indented like the object's own line: the object was never closed (its "}" line went)
+                opener = stack.pop()
+                add(
+                    JsonIssue(
+                        opener[1],
+                        opener[1] + 1,
+                        "json.unclosed",
+                        "'{' is never closed (the next line is indented as its parent's property)",
+                        [(comma_prev, comma_prev, "\n" + text[ol : ol + o_ind] + "}")],
+                        container(),
+                    )
+                )
         if state == "key":
             km = _KEY_NO_CLOSE.match(text, s, e) if kind in (STRING, UNTERMINATED) and not pending else None
             if km and (kind == UNTERMINATED or not _COLON_NEXT.match(text, e, end)):
