@@ -188,52 +188,61 @@ async def _fix(args: argparse.Namespace) -> int:
         print(f"dgemma-lsp: no structure problems found in {args.file}", file=sys.stderr)
         return 0
     mode = settings.repair
-    backend = None
-    if mode in ("auto", "model"):
+    fixes: list[Any] = []
+    if mode in ("auto", "rules"):  # the deterministic repair answers at once; the model only where it found none
+        fixes = await repair(text, language, None, mode="rules")
+    fixed = _first_checked(text, language, fixes)
+    if fixed is None and mode in ("auto", "model"):
+        backend = None
         try:
             backend = await _started_backend(settings)
         except CliError:
             if mode == "model":
                 raise
-            print("dgemma-lsp: warning: no model serves; using the deterministic repair", file=sys.stderr)
-    try:
-        fixes = await repair(
-            text,
-            language,
-            None,
-            mode=mode,
-            generate=backend.generate if backend else None,
-            settings=settings,
-            tokenizer=getattr(backend, "tokenizer", None),  # enables the seed canvas + pins
-        )
-    except BackendError as exc:
-        raise CliError(str(exc), EXIT_BACKEND) from None
-    finally:
+            print("dgemma-lsp: warning: no model serves and the deterministic repair found no fix", file=sys.stderr)
         if backend is not None:
-            await backend.aclose()
-    if not fixes:
+            try:
+                fixes = await repair(
+                    text,
+                    language,
+                    None,
+                    mode=mode,
+                    generate=backend.generate,
+                    settings=settings,
+                    tokenizer=getattr(backend, "tokenizer", None),  # enables the seed canvas + pins
+                )
+            except BackendError as exc:
+                raise CliError(str(exc), EXIT_BACKEND) from None
+            finally:
+                await backend.aclose()
+            fixed = _first_checked(text, language, fixes)
+    if fixed is None:
         first = issues[0]
         raise CliError(f"no validated fix for {args.file}: {first.message} ({mode} repair)", EXIT_NO_FIX)
-    fix = fixes[0]
-    fixed = text[: fix.span[0]] + fix.new_text + text[fix.span[1] :] if not fix.edits else _apply(text, fix.edits)
+    fix, out = fixed
     print(f"dgemma-lsp: {fix.title} [{fix.kind}]", file=sys.stderr)
     if args.output == "fixed":
-        sys.stdout.write(fixed)
+        sys.stdout.write(out)
     else:
         name = "stdin" if args.file == "-" else args.file
         sys.stdout.writelines(
             difflib.unified_diff(
-                text.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+                text.splitlines(keepends=True), out.splitlines(keepends=True), f"a/{name}", f"b/{name}"
             )
         )
     return 0
 
 
-def _apply(text: str, edits: list[Any]) -> str:
-    out = text
-    for e in sorted(edits, key=lambda e: e.start, reverse=True):
-        out = out[: e.start] + e.new_text + out[e.end :]
-    return out
+def _first_checked(text: str, language: str, fixes: list[Any]) -> tuple[Any, str] | None:
+    """The first fix whose output passes the final check (valid, values kept, no problem left), with that output."""
+    from .lsp.repair import checked_output
+
+    for fix in fixes:
+        out, why = checked_output(text, fix, language, whole=True)
+        if out is not None:
+            return fix, out
+        print(f"dgemma-lsp: dropped a fix that failed the final check: {why}", file=sys.stderr)
+    return None
 
 
 async def _doctor(args: argparse.Namespace) -> int:

@@ -569,19 +569,18 @@ class DGemmaServer(LanguageServer):
 
     async def compute_fix(self, doc: Document, data: dict[str, Any]) -> tuple[Any | None, str]:
         """Run the action described by ``data`` on the current text; returns (fix or None, why not)."""
-        from .repair import repair
+        from .repair import checked_output, repair
 
         op, mode = data.get("op"), data.get("mode", "auto")
         s = self.settings
         text, lang, version = doc.text, doc.language_id, doc.version
-        generate = None
-        if mode in ("model", "auto"):
+
+        async def model_generate() -> tuple[Any | None, str]:
             backend = await self.wait_backend(s.request_timeout_s)
             if backend is None:
-                if mode == "model":
-                    return None, f"the model is not available ({self.backend_state}: {self.backend_error or 'loading'})"
-            else:
-                generate = self.guarded_generate(doc.uri)
+                return None, f"the model is not available ({self.backend_state}: {self.backend_error or 'loading'})"
+            return self.guarded_generate(doc.uri), ""
+
         if op == "fix":
             issues = await self.issues_for(doc)
             idx = data.get("issue")
@@ -590,20 +589,42 @@ class DGemmaServer(LanguageServer):
             issue = issues[idx]
         elif op == "fixAll":
             issue = None
-        elif op == "table":
-            return await self._complete_table(doc, data, generate)
-        elif op == "rewrite":
+        elif op in ("table", "rewrite"):
+            generate = None
+            if mode in ("model", "auto"):
+                generate, why = await model_generate()
+                if generate is None and mode == "model":
+                    return None, why
+            if op == "table":
+                return await self._complete_table(doc, data, generate)
             return await self._rewrite(doc, data, generate)
         else:
             return None, f"unknown action {op!r}"
-        fixes = await repair(text, lang, issue, mode=mode, generate=generate, settings=s, tokenizer=self._tokenizer())
+
+        def first_valid(fixes: list[Any]) -> Any | None:
+            for fix in fixes:
+                why = _check_fix(text, lang, fix)
+                if why is None:  # the edits a client applies, checked once more (a whole-document fix must parse)
+                    why = checked_output(text, fix, lang, whole=issue is None)[1]
+                if why is None:
+                    return fix
+                self.log_line(logging.WARNING, f"dropped a fix that failed the server's check: {why}")
+            return None
+
+        # auto: the deterministic repair first (instant, no waiting for the model); the model only where it has none.
+        fix = first_valid(await repair(text, lang, issue, mode="rules")) if mode in ("auto", "rules") else None
+        if fix is None and mode in ("auto", "model"):
+            generate, why = await model_generate()
+            if generate is None:
+                return None, why
+            fixes = await repair(
+                text, lang, issue, mode=mode, generate=generate, settings=s, tokenizer=self._tokenizer()
+            )
+            fix = first_valid(fixes)
         if doc.version != version:
             return None, "the document changed while the fix was computed"
-        for fix in fixes:
-            why = _check_fix(text, lang, fix)
-            if why is None:
-                return fix, ""
-            self.log_line(logging.WARNING, f"dropped a fix that failed the server's check: {why}")
+        if fix is not None:
+            return fix, ""
         return None, "no valid fix was found" + (" by the model" if mode == "model" else "")
 
     async def _complete_table(self, doc: Document, data: dict[str, Any], generate: Any) -> tuple[Any | None, str]:

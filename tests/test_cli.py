@@ -181,3 +181,30 @@ def test_doctor_says_what_the_embedded_model_recommends():
     out = r.stdout.decode()
     assert "suggestions   withheld below confidence 0.25 (the model's own recommendation)" in out
     assert "temperature   0.30 (first step) -> 0.10 (last step) (the model's own recommendation)" in out
+
+
+def test_fix_output_is_the_validated_text_on_touching_edits():
+    """A comma inserted where a single-quoted string is then requoted: two edits at one offset. The printed
+    document (and the diff) is exactly the validated one, so it parses; before, the second edit swallowed the
+    first and ``["a""b"']`` came out with exit status 0."""
+    r = run_cli("fix", "-", "--language", "json", "--output", "fixed", "--repair", "rules", stdin=b"[\"a\"'b']")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["a", "b"]
+    d = run_cli("fix", "-", "--language", "json", "--repair", "rules", stdin=b"[\"a\"'b']")
+    assert d.returncode == 0 and b'+["a","b"]' in d.stdout
+
+
+def test_fix_auto_answers_with_the_rules_without_starting_the_model(tmp_path):
+    """``repair = auto``: the deterministic fix validates, so the model (here a folder that is no model) is never
+    loaded: the fix comes at once with exit 0."""
+    r = run_cli(
+        "fix", "-", "--language", "json", "--output", "fixed", "--model", str(tmp_path), stdin=b'{"a": 1 "b": [1,]}'
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"a": 1, "b": [1]}
+
+
+def test_fix_with_no_validated_fix_exits_4_with_one_line():
+    r = run_cli("fix", "-", "--language", "json", "--output", "fixed", "--repair", "rules", stdin=b'{"a": 1, :: "b"}')
+    assert r.returncode == EXIT_NO_FIX and r.stdout == b""
+    assert "no validated fix" in one_error_line(r.stderr.decode())

@@ -59,7 +59,7 @@ async def test_tiny_model_garbage_is_never_offered(tiny_backend, tiny_settings: 
     assert all(r["output"].startswith('{\n  "name": "x",\n') for r in trace)
 
 
-async def test_auto_mode_offers_the_labelled_rules_fallback(tiny_backend, tiny_settings: Settings) -> None:
+async def test_auto_mode_answers_with_the_rules_without_calling_the_model(tiny_backend, tiny_settings) -> None:
     issue = find_issues(BROKEN, "json")[0]
     trace: list[dict] = []
     fixes = await repair(
@@ -72,9 +72,8 @@ async def test_auto_mode_offers_the_labelled_rules_fallback(tiny_backend, tiny_s
         tokenizer=tiny_backend.tokenizer,
         trace=trace,
     )
-    assert len(trace) == 3
-    assert [f.kind for f in fixes] == ["rules"]
-    assert "fallback" in fixes[0].title and "deterministic" in fixes[0].title
+    assert trace == []  # the deterministic fix validated: no generation was started
+    assert [f.kind for f in fixes] == ["rules"] and "deterministic" in fixes[0].title
     assert fixes[0].apply(BROKEN) == FIXED
 
 
@@ -222,8 +221,8 @@ async def test_json_fence_in_markdown_shows_the_model_json_only() -> None:
 
 async def test_whole_document_model_fix_and_rules_mode_never_calls_the_model() -> None:
     fake = FakeGenerate(FIXED)
-    fixes = await repair(BROKEN, "json", None, mode="auto", generate=fake, settings=Settings())
-    assert [f.kind for f in fixes] == ["model"]  # the rules fix has the same edits: one action is enough
+    fixes = await repair(BROKEN, "json", None, mode="model", generate=fake, settings=Settings())
+    assert [f.kind for f in fixes] == ["model"] and fixes[0].apply(BROKEN) == FIXED
     never = FakeGenerate()  # no answers: any call would fail the test
     fixes = await repair(BROKEN, "json", None, mode="rules", generate=never, settings=Settings())
     assert [f.kind for f in fixes] == ["rules"] and never.requests == []
@@ -253,13 +252,13 @@ async def test_complete_table_model_fill_is_checked_cell_by_cell() -> None:
     assert "changed" in trace[0]["reason"]
 
 
-async def test_a_crashing_backend_still_gets_the_rules_fallback() -> None:
+async def test_a_crashing_backend_offers_nothing_in_model_mode() -> None:
     fake = FakeGenerate(RuntimeError("CUDA error"), RuntimeError("CUDA error"))
     trace: list[dict] = []
     fixes = await repair(
-        BROKEN, "json", None, mode="auto", generate=fake, settings=Settings(repair_attempts=2), trace=trace
+        BROKEN, "json", None, mode="model", generate=fake, settings=Settings(repair_attempts=2), trace=trace
     )
-    assert [f.kind for f in fixes] == ["rules"] and "fallback" in fixes[0].title
+    assert fixes == [] and len(trace) == 2
     assert all("CUDA error" in r["reason"] for r in trace)
 
 

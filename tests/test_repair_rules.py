@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dgemma_lsp.lsp.diagnostics import find_issues
-from dgemma_lsp.lsp.repair import apply_edits, revalidate, rules_fix, validate_fix
+from dgemma_lsp.lsp.repair import apply_edits, checked_output, revalidate, rules_fix, validate_fix
 from dgemma_lsp.lsp.repair import jsonc as J
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
@@ -173,3 +173,34 @@ def test_crlf_documents_keep_their_line_breaks() -> None:
 
 def test_json5_is_not_checked_as_jsonc() -> None:
     assert find_issues("{unquoted: 'single', hex: 0x1F,}", "json5") == []
+
+
+# -- editor files mid-edit and chat replies: the cases repair libraries get wrong ------------------------------
+
+EDITOR_CASES = [
+    # a value not typed yet: the next line is the next property (json-repair makes "b" the value of "a")
+    ('{\n  "a":\n  "b": 1\n}\n', {"a": None, "b": 1}),
+    # a key being typed above the next property
+    ('{\n  "x": 1,\n  "na\n  "name": "n"\n}\n', {"x": 1, "na": None, "name": "n"}),
+    # a key missing its closing / opening quote
+    ('{\n  "type: "git",\n  "n": 1\n}\n', {"type": "git", "n": 1}),
+    ('{\n  type": "git",\n  "n": 1\n}\n', {"type": "git", "n": 1}),
+    # a stray "." after a closer
+    ('{\n  "a": [\n    1\n  ].\n}\n', {"a": [1]}),
+    # an object in a list whose "}," line went
+    ('[\n  {\n    "a": 1,\n  {\n    "a": 2\n  }\n]\n', [{"a": 1}, {"a": 2}]),
+    # an object whose "}," line went: the next key is indented as its parent's property
+    ('{\n  "o": {\n    "x": 1,\n  "b": 2\n}\n', {"o": {"x": 1}, "b": 2}),
+    # a chat reply: prose, a fence, prose after it
+    ('Here is the JSON:\n\n```json\n{"$id": "C:\\\\Users"}\n```\nHope it helps.\n', {"$id": "C:\\Users"}),
+    ('Sure, the result:\n{"a": [1, 2]}\nLet me know if you need more.\n', {"a": [1, 2]}),
+]
+
+
+@pytest.mark.parametrize(("broken", "value"), EDITOR_CASES)
+def test_editor_and_chat_breakages_keep_every_value(broken: str, value: object) -> None:
+    fix = rules_fix(broken, "json", None)
+    assert fix is not None
+    fixed = fix.apply(broken)
+    assert json.loads(fixed) == value
+    assert checked_output(broken, fix, "json", whole=True)[0] == fixed

@@ -13,6 +13,7 @@ and :func:`validate_fix`, which every result passes before it is returned (see d
 from __future__ import annotations
 
 from .edits import Edit, Fix, apply_edits, minimal_edits
+from .gate import checked_output
 from .model import complete_table, model_fix, repair, rewrite_check
 from .rules import rules_fix
 from .validate import revalidate, validate_edits, validate_fix
@@ -30,4 +31,5 @@ __all__ = [
     "validate_fix",
     "validate_edits",
     "revalidate",
+    "checked_output",
 ]

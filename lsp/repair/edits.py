@@ -144,5 +144,10 @@ class Fix:
     detail: str = ""  # e.g. "attempt 2/3, seed 1, 32 steps" or "json-repair on the broken span"
     spans: list[tuple[int, int]] = field(default_factory=list)  # the separate spans validated (default: span)
 
+    def __post_init__(self) -> None:
+        # Touching edits become one: an insertion at p followed by a replacement of [p, q) reads differently to a
+        # client that applies edits right to left (the replacement swallows the insertion), and LSP clients differ.
+        self.edits = _merge([e if isinstance(e, Edit) else Edit(*e) for e in self.edits])
+
     def apply(self, original: str) -> str:
         return apply_edits(original, self.edits)

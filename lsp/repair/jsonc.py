@@ -71,6 +71,45 @@ def _first_bad(text: str, s: int, e: int) -> re.Match[str] | None:
     return None
 
 
+_PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
+_CLOSING_FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[ \t]*$", re.M)
+
+
+def _closer_outdented(text: str, span: tuple[int, int]) -> bool:
+    """A multi-line ``{...}`` whose closing brace sits left of its opening line's indentation (the value took a
+    parent's closer: its own "}" line is missing)."""
+    a, b = span
+    if text[a] != "{" or text.find("\n", a, b) < 0:
+        return False
+    ol = text.rfind("\n", 0, a) + 1
+    cl = text.rfind("\n", 0, b - 1) + 1
+    o_line, c_pre = text[ol:a], text[cl : b - 1]
+    if c_pre.strip(" \t"):
+        return False
+    return len(c_pre) < len(o_line) - len(o_line.lstrip(" \t"))
+
+
+def _prose_lead(text: str, end: int) -> int:
+    """Where the JSON (or its fence) starts after leading lines of prose ("Here is the JSON:"); 0 when none."""
+    pos, words = 0, False
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        line = text[pos : end if nl < 0 else nl].strip()
+        if line.startswith(("{", "[", "```", "~~~")):
+            return pos if words else 0
+        if line and not line[0].isalpha():
+            return 0
+        words = words or bool(line)
+        if nl < 0:
+            return 0
+        pos = nl + 1
+    return 0
+
+
+_KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
+_COLON_NEXT = re.compile(r"[ \t]*:")
+_NEXT_KEY_LINE = re.compile(r'[ \t]*\r?\n\s*"(?:[^"\\\n]|\\.)*"[ \t]*:')
+_HAS_ALNUM = re.compile(r"[^\W_]|[$_]")
 _NUMBERISH = re.compile(r"[-+]?(?:[0-9]|\.[0-9])")
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*(?:\n|$)")
 
@@ -396,15 +435,24 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
     tokens: list[tuple[str, int, int]] = []
     add = issues.append
 
+    # A chat reply: prose lines before the JSON (or its fence) are deleted, like the fence lines.
+    whole_doc = start == 0
+    prose_cut = _prose_lead(text, end) if whole_doc else 0
+    if prose_cut:
+        add(JsonIssue(0, prose_cut - 1, "json.prose", "text before the JSON (a chat reply)", [(0, prose_cut, "")]))
+        start = prose_cut
     # A JSON document wrapped in a Markdown code fence (what chat models paste): report and strip the fence lines.
-    lead = len(text) - len(text[start:end].lstrip(" \t\n\r\ufeff")) if start == 0 else start
-    fm = _FENCE_LINE.match(text, lead, end) if start == 0 else None
+    lead = len(text) - len(text[start:end].lstrip(" \t\n\r\ufeff")) if whole_doc else start
+    fm = _FENCE_LINE.match(text, lead, end) if whole_doc else None
     if fm and text.startswith(("```", "~~~"), lead):
         close_s = close_e = -1
         tail = text[:end].rstrip()
         ls = _line_start(text, len(tail))
+        cm = _CLOSING_FENCE.search(text, fm.end(), end)
         if ls > fm.end() - 1 and re.fullmatch(r"[ \t]*(`{3,}|~{3,})[ \t]*", text[ls : len(tail)]):
             close_s, close_e = ls, end
+        elif cm and re.search(r"[A-Za-z]", text[cm.end() : end]):  # prose after the fence: deleted with it
+            close_s, close_e = cm.start(), end
         edits = [(fm.start(), fm.end(), "")]
         if close_s >= 0:
             edits.append((close_s, close_e, ""))
@@ -461,8 +509,32 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             tok = pending.pop()
         else:
             # Deep inside a nest every C attempt re-scans the whole nest: below depth 64, go token by token.
+            if (
+                state == "value"
+                and stack
+                and stack[-1][0] == OBJ_OPEN
+                and not opened
+                and last_comma < 0
+                and _NEXT_KEY_LINE.match(text, prev_end, end)
+            ):
+                # "name":<line end> "next": ...  - a value not typed yet: the next line is the next property.
+                add(
+                    JsonIssue(
+                        prev_end - 1,
+                        prev_end,
+                        "json.missing-value",
+                        "missing value (the next line is the next property)",
+                        [(prev_end, prev_end, " null,")],
+                        container(),
+                    )
+                )
+                state = "key"
+                continue
             if state == "value" and not top_done and len(stack) < 64:
                 span = it.try_value()
+                if span is not None and stack and _closer_outdented(text, span):
+                    it.pos = span[0]  # its closer is indented as a parent's: read it token by token
+                    span = None
                 if span is not None:  # a whole valid value: no per-token work
                     val = (span[0], last_comma >= 0, comma_prev)
                     prev_end = span[1]
@@ -552,6 +624,24 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                         -1,
                     )
                 )
+            elif (
+                sig
+                and whole_doc
+                and text[sig[0][1]].isalpha()
+                and text[sig[0][1] - 1].isspace()
+                and len(_PROSE_WORD.findall(text, sig[0][1], end)) >= 2
+            ):
+                # prose after the JSON (a chat reply): delete it, keep one line break
+                add(
+                    JsonIssue(
+                        sig[0][1],
+                        sig[-1][2],
+                        "json.prose",
+                        "text after the JSON (a chat reply)",
+                        [(prev_end, end, "\n" if "\n" in text[prev_end:end] else "")],
+                        -1,
+                    )
+                )
             elif sig:
                 add(
                     JsonIssue(
@@ -566,6 +656,11 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             break
 
         tokens.append(tok)
+
+        if kind == WORD and not _HAS_ALNUM.search(text, s, e):
+            # a stray "." / "\\" / "=" between tokens (a slip of the keyboard): no value, delete it
+            add(JsonIssue(s, e, "json.unexpected-character", f"unexpected {text[s:e]!r}", [(s, e, "")], container()))
+            continue
 
         if state == "after":
             if kind == COMMA:
@@ -767,7 +862,79 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             tokens.pop()
             continue
 
+        if (
+            state == "key"
+            and kind == STRING
+            and last_comma >= 0
+            and len(stack) >= 2
+            and stack[-1][0] == OBJ_OPEN
+            and stack[-2][0] == OBJ_OPEN
+        ):
+            ls0 = text.rfind("\n", 0, s) + 1
+            ol = text.rfind("\n", 0, stack[-1][1]) + 1
+            o_ind = len(text[ol : stack[-1][1]]) - len(text[ol : stack[-1][1]].lstrip(" \t"))
+            if ls0 > stack[-1][1] and not text[ls0:s].strip(" \t") and s - ls0 <= o_ind:
+                # a key indented like the object's own line: the object was never closed (its "}" line went)
+                opener = stack.pop()
+                add(
+                    JsonIssue(
+                        opener[1],
+                        opener[1] + 1,
+                        "json.unclosed",
+                        "'{' is never closed (the next line is indented as its parent's property)",
+                        [(comma_prev, comma_prev, "\n" + text[ol : ol + o_ind] + "}")],
+                        container(),
+                    )
+                )
         if state == "key":
+            km = _KEY_NO_CLOSE.match(text, s, e) if kind in (STRING, UNTERMINATED) and not pending else None
+            if km and (kind == UNTERMINATED or not _COLON_NEXT.match(text, e, end)):
+                # "type: "git",  - the key's closing quote is missing: close it before its colon, read on from there
+                colon = km.end() - 1
+                add(
+                    JsonIssue(
+                        s,
+                        colon,
+                        "json.unterminated-string",
+                        "property name without its closing quote",
+                        [(colon, colon, '"')],
+                        container(),
+                    )
+                )
+                it.pos = colon
+                prev_end = colon
+                state = "colon"
+                continue
+            if kind == WORD and text.startswith('":', e) and not pending:
+                # name": 1  - the key's opening quote is missing
+                add(
+                    JsonIssue(
+                        s,
+                        e + 1,
+                        "json.unquoted-key",
+                        "property name without its opening quote",
+                        [(s, s, '"')],
+                        container(),
+                    )
+                )
+                it.pos = e + 1
+                prev_end = e + 1
+                state = "colon"
+                continue
+            if kind == UNTERMINATED and _NEXT_KEY_LINE.match(text, e, end):
+                # "na<line end> "next": ...  - a property name being typed above the next property
+                add(
+                    JsonIssue(
+                        s,
+                        e,
+                        "json.unterminated-string",
+                        "property name being typed (no closing quote, colon or value)",
+                        [(e, e, '": null,')],
+                        container(),
+                    )
+                )
+                prev_end = e
+                continue
             if kind in (STRING, SQ_STRING, UNTERMINATED, WORD, NUMBER, LITERAL, BAD_NUMBER):
                 e2 = _value_or_key(
                     text,
@@ -806,6 +973,29 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                 prev_end = e
                 opened = False
                 last_comma = -1
+                continue
+            if kind == OBJ_OPEN and last_comma >= 0 and len(stack) >= 2 and stack[-2][0] == ARR_OPEN:
+                # [{...}, {...  , {  - an object in a list was never closed: close it before the comma
+                opener = stack.pop()
+                ls0 = text.rfind("\n", 0, opener[1]) + 1
+                ind = text[ls0 : opener[1]]
+                ind = ind[: len(ind) - len(ind.lstrip(" \t"))]
+                multi = "\n" in text[opener[1] : s]
+                add(
+                    JsonIssue(
+                        opener[1],
+                        opener[1] + 1,
+                        "json.unclosed",
+                        "'{' is never closed (the next element of the list begins)",
+                        [(comma_prev, comma_prev, ("\n" + ind if multi else "") + "}")],
+                        container(),
+                    )
+                )
+                state = "value"
+                opened = False
+                last_comma = s
+                pending.append(tok)
+                tokens.pop()
                 continue
             # '{' or '[' where a property name belongs: no safe repair; parse it as a value to stay in sync.
             add(JsonIssue(s, e, "json.missing-key", "expected a property name", [], container()))

@@ -176,12 +176,14 @@ async def model_fix(
     settings: Any = None,
     tokenizer: Any = None,
     trace: list[dict] | None = None,
+    deadline: float | None = None,
 ) -> Fix | None:
     """DiffusionGemma's repair of ``issue`` (None: the whole document), validated; None when no attempt passes.
 
     Each attempt is one real generation (seed ``settings.seed + i``, ``denoising_steps * (i + 1)`` steps). When no
     whole-document attempt (``issue`` None) passes, each problem gets one more attempt in its own window.
     ``trace``, when given, receives one dict per attempt (seed, steps, output, reason it was rejected or None).
+    ``deadline`` (a ``time.monotonic()`` value) bounds every attempt; none starts after it.
     """
     lang = normalize_language(language_id)
     if lang is None:
@@ -204,7 +206,7 @@ async def model_fix(
     win = _window(text, span, region) if issue is not None else (0, len(text))
     if issue is None and len(text) > MAX_WINDOW_CHARS:
         # Too big to rewrite whole: repair the problems one window at a time (each step validated).
-        return await _fix_all_by_windows(text, lang, issues, generate, attempts, settings, tokenizer, trace)
+        return await _fix_all_by_windows(text, lang, issues, generate, attempts, settings, tokenizer, trace, deadline)
     if win is None or win[1] - win[0] > 4 * MAX_WINDOW_CHARS:
         return None
     ws, we = win
@@ -227,9 +229,14 @@ async def model_fix(
     codes = [issue.code] if issue is not None else sorted({i.code for i in issues})
     answered = False  # a backend that only failed gets no windowed retry
     for i in range(max(1, attempts)):
+        if deadline is not None and time.monotonic() >= deadline:
+            if trace is not None:
+                trace.append({"attempt": i + 1, "output": None, "reason": "time budget spent"})
+            return None
         seed = base_seed + i
         steps = min(MAX_STEPS, steps0 * (i + 1))
         t_min, t_max = attempt_temperatures(settings, i, max(1, attempts))
+        ends = [t for t in (time.monotonic() + timeout if timeout else None, deadline) if t is not None]
         record: dict[str, Any] = {
             "attempt": i + 1,
             "rng_seed": seed,
@@ -247,7 +254,7 @@ async def model_fix(
             entropy_bound=getattr(settings, "entropy_bound", 0.1),
             t_min=t_min,
             t_max=t_max,
-            deadline=time.monotonic() + timeout if timeout else None,
+            deadline=min(ends) if ends else None,
             read_only=True,
             want_drafts=False,
             tag="repair",
@@ -298,7 +305,7 @@ async def model_fix(
         # One more try, one problem's window at a time: the two requests fail on different documents (the small
         # model trained on both, half and half). On 135 held-out JSON breakages, 3 whole-document attempts fixed 111,
         # and one windowed attempt per problem after them 119 (bench/RESULTS.md, session 6).
-        return await _fix_all_by_windows(text, lang, issues, generate, 1, settings, tokenizer, trace)
+        return await _fix_all_by_windows(text, lang, issues, generate, 1, settings, tokenizer, trace, deadline)
     return None
 
 
@@ -314,6 +321,7 @@ async def _fix_all_by_windows(
     settings: Any,
     tokenizer: Any,
     trace: list[dict] | None,
+    deadline: float | None = None,
 ) -> Fix | None:
     """Whole-document model fix of a large document: one validated windowed fix per problem, then the result is
     validated again as a whole. None when there are too many problems or one of them defeats the model."""
@@ -325,7 +333,15 @@ async def _fix_all_by_windows(
         if not left:
             break
         step = await model_fix(
-            current, lang, left[0], generate, attempts=attempts, settings=settings, tokenizer=tokenizer, trace=trace
+            current,
+            lang,
+            left[0],
+            generate,
+            attempts=attempts,
+            settings=settings,
+            tokenizer=tokenizer,
+            trace=trace,
+            deadline=deadline,
         )
         if step is None:
             return None
@@ -347,6 +363,9 @@ async def _fix_all_by_windows(
     )
 
 
+AUTO_MODEL_BUDGET_S = 2.0  # mode auto: the model's time when the rules found no fix (a 2,000-line file on 2 cores)
+
+
 async def repair(
     text: str,
     language_id: str,
@@ -357,28 +376,27 @@ async def repair(
     settings: Any = None,
     tokenizer: Any = None,
     trace: list[dict] | None = None,
+    budget_s: float | None = None,
 ) -> list[Fix]:
-    """Validated fixes, best first. ``auto``: the model's fix first when ``generate`` is given, and the
-    deterministic repair as a separate, labelled action (the fallback when the model found none);
-    ``model``: the model only; ``rules``: the deterministic repairer only."""
+    """Validated fixes, best first. ``auto``: the deterministic repair first (it answers at once); only when it
+    finds no validated fix, the model within ``budget_s`` seconds (default :data:`AUTO_MODEL_BUDGET_S`) from
+    the call; ``model``: the model only (each attempt bounded by ``request_timeout_s``); ``rules``: the
+    deterministic repairer only."""
     if mode not in ("auto", "model", "rules"):
         raise ValueError(f"repair mode must be auto, model or rules (got {mode!r})")
-    out: list[Fix] = []
-    if mode in ("auto", "model") and generate is not None:
-        mf = await model_fix(text, language_id, issue, generate, settings=settings, tokenizer=tokenizer, trace=trace)
-        if mf is not None:
-            out.append(mf)
-    if mode == "model":
-        return out
-    rf = await asyncio.to_thread(rules_fix, text, language_id, issue)
-    if rf is not None:
-        if out and rf.edits == out[0].edits:
-            return out  # same edits: one action is enough
-        if mode == "auto" and generate is not None and not out:
-            rf.title = rf.title.replace("(deterministic rules", "(deterministic fallback: no valid model fix", 1)
-            rf.detail = ("fallback: " + rf.detail).strip()
-        out.append(rf)
-    return out
+    t0 = time.monotonic()
+    if mode in ("auto", "rules"):
+        rf = await asyncio.to_thread(rules_fix, text, language_id, issue)
+        if rf is not None or mode == "rules" or generate is None:
+            return [rf] if rf is not None else []
+    if generate is None:
+        return []
+    budget = budget_s if budget_s is not None else (AUTO_MODEL_BUDGET_S if mode == "auto" else None)
+    deadline = t0 + budget if budget is not None else None
+    mf = await model_fix(
+        text, language_id, issue, generate, settings=settings, tokenizer=tokenizer, trace=trace, deadline=deadline
+    )
+    return [mf] if mf is not None else []
 
 
 def _table_cells(text: str, lines: list[str], first: int, last: int, sep: int | None) -> list[list[str]]:

@@ -153,7 +153,7 @@ def _validate_json(
             _json.strict_loads(fixed, jsonc)
         except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
             return f"the result does not parse: {exc}"
-    fences = [ed for i in o_issues if i.code == "json.code-fence" for ed in i.edits]
+    fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose") for ed in i.edits]
     no_block = "/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]
     for cluster in _clusters(original, segs, lo, hi_orig, no_block):
         why = _check_cluster(original, fixed, jsonc, cluster, flo, hi_fixed, no_block, keep_values, fences)
@@ -233,6 +233,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_o:
         if k == _json.UNTERMINATED:
             chars_need.update(ch for ch in original[a + 1 : b] if ch.isalnum())
+        elif k == _json.WORD and not _json._HAS_ALNUM.search(original, a, b):
+            continue  # a stray "." or "\\" is no value (the parser reports it as a stray character)
         elif k in _json.VALUE_KINDS:
             v = _json.lenient_value(k, original[a:b])
             need[v] += 1
@@ -242,6 +244,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if k in _json.VALUE_KINDS:
             have[_json.lenient_value(k, fixed[a:b])] += 1
     missing = need - have
+    if missing and _only_quotes_moved(original, fixed, in_o, in_f):
+        missing = Counter()  # "type: "git" -> "type": "git": the same characters, a quote put back in its place
     if missing:
         strings = [v for (kind, v) in have if kind == "s"]
         for (kind, v), _n in missing.items():
@@ -281,6 +285,17 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if cn - cf:
             return "the fix drops a comment"
     return None
+
+
+def _only_quotes_moved(original: str, fixed: str, in_o: list, in_f: list) -> bool:
+    """True when the span's text differs only by double quotes and whitespace (a missing quote restored)."""
+
+    def bare(text: str, toks: list) -> str:
+        return re.sub(
+            r'["\s]', "", "".join(text[a:b] for k, a, b in toks if k not in (_json.COMMENT, _json.OPEN_COMMENT))
+        )
+
+    return bool(in_o) and bare(original, in_o) == bare(fixed, in_f)
 
 
 def _comment_text(t: str) -> str:
