@@ -43,13 +43,14 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.config import ConfigError, Settings
 
-from . import structure_worker
+from . import client_log, structure_worker
 from .completion import ACCEPT_COMMAND, CompletionEngine
-from .confidence import temperatures
+from .confidence import temperatures, threshold
 from .diagnostics import normalize_language
 from .documents import BlockLineIndex, Document, DocumentStore, root_paths
 from .faults import ENV as FAULTS_ENV
 from .faults import FaultInjectingBackend
+from .resolve_feedback import fell_back, nothing_applied, wants_rules_fallback
 from .settings import RESTART_KEYS, SECTION, SettingsManager
 from .stats import Stats
 from .text import PositionError
@@ -206,8 +207,8 @@ class DGemmaServer(LanguageServer):
         return self.settings_mgr.current
 
     def log_line(self, level: int, message: str) -> None:
-        """One line to the log file/stderr and to the client (``window/logMessage``)."""
-        log.log(level, message)
+        """One line to the log file and to the client (``window/logMessage``)."""
+        log.log(level, message, extra={client_log.SENT: True})
         if self.exiting or (level < logging.INFO and self.settings.log_level != "debug"):
             return
         try:
@@ -969,13 +970,24 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         except (BackendError, Exception) as exc:
             log.exception("code action resolve failed")
             fix, why = None, f"{type(exc).__name__}: {exc}"
+        message = None
+        if fix is None and wants_rules_fallback(data) and doc.version == data.get("version"):
+            # The user picked this action: apply the deterministic fix of the same problem rather than nothing.
+            rules, rules_why = await ls.compute_fix(doc, dict(data, mode="rules"))
+            if rules is not None:
+                fix, (action.title, message) = rules, fell_back(action, why)
+        else:
+            rules_why = None
         ls.stats.latency("code-action", time.monotonic() - t0)
         if fix is None:
             ls.stats.inc("fixes_not_found")
-            ls.log_line(logging.WARNING, f"{action.title}: {why}")
-            return action
-        ls.stats.inc("fixes_offered")
-        action.edit = ls.fix_to_edit(doc, fix)
+            message = nothing_applied(action, why, rules_why)
+        else:
+            ls.stats.inc("fixes_offered")
+            action.edit = ls.fix_to_edit(doc, fix)
+        if message:
+            ls.log_line(logging.WARNING, message)
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
         return action
 
     # commands
@@ -1175,6 +1187,11 @@ def status(ls: DGemmaServer) -> dict[str, Any]:
             "workspace_folders": list(ls.docs.roots),  # prompts name files relative to these
         },
         "backend": backend,
+        # the suggestion gate in force: the setting when set (0 included), else the serving model's recommendation
+        "gate": {
+            "min_confidence": threshold(s, ls.backend),
+            "from": "setting" if s.min_confidence is not None else "model" if ls.backend is not None else "loading",
+        },
         "stats": ls.stats.snapshot(),
         "settings": {k: v for k, v in s.to_dict().items() if k not in ("headers", "api_key_env")},
     }
@@ -1205,15 +1222,8 @@ def _configure_file_log(settings: Settings) -> None:
 
 
 def configure_logging(settings: Settings) -> None:
-    """stderr gets warnings; ``--log-file`` gets everything at ``log_level``; pygls' own chatter stays quiet."""
-    root = logging.getLogger("dgemma_lsp")
-    if not any(
-        isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr for h in root.handlers
-    ):
-        h = logging.StreamHandler(sys.stderr)
-        h.setLevel(logging.WARNING)
-        h.setFormatter(logging.Formatter("dgemma-lsp %(levelname)s: %(message)s"))
-        root.addHandler(h)
+    """``--log-file`` gets everything at ``log_level``; warnings go to the client (``run_stdio``), not stderr,
+    which editors show as errors; pygls' own chatter stays quiet."""
     # pygls logs every message body at INFO and a warning per late $/cancelRequest (one per keystroke)
     logging.getLogger("pygls").setLevel(logging.ERROR)
     _configure_file_log(settings)
@@ -1223,6 +1233,7 @@ def run_stdio(settings: Settings, cli_overrides: dict[str, Any] | None = None) -
     """Serve LSP over stdin/stdout until the client exits."""
     configure_logging(settings)
     server = create_server(settings, cli_overrides)
+    client_log.route_to_client(server)
     log.info("dgemma-lsp %s starting (backend %s)", VERSION, settings.backend)
     server.start_io()
 

@@ -5,11 +5,12 @@ Neovim 0.12 (ghost text end to end) and 0.11 (graceful fallback) come from scrip
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "editors"))
-from editor_tools import nvim011, nvim012, nvim_test  # noqa: E402
+from editor_tools import NVIM_PLUGIN, nvim011, nvim012, nvim_test, path_without_server  # noqa: E402
 
 
 def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -40,5 +41,48 @@ def test_nvim011_graceful_fallback_and_checkhealth(tiny_checkpoint: Path, tmp_pa
         "fix-structure code action applied on 0.11",
         "checkhealth warns about ghost text",
         "checkhealth reached the running server",
+    ):
+        assert checks[name]["ok"], name
+
+
+def test_nvim012_no_server_one_visible_message(tmp_path: Path) -> None:
+    # A copy of the plugin with no .venv beside it and no dgemma-lsp on PATH: a new user's clean machine.
+    plugin = tmp_path / "plugin"
+    shutil.copytree(NVIM_PLUGIN, plugin)
+    data = nvim_test(
+        nvim012(),
+        "test_nvim012_no_server.lua",
+        tmp_path,
+        tmp_path,
+        60,
+        plugin_dir=plugin,
+        env_extra={"PATH": path_without_server()},
+    )
+    for name in ("exactly one visible message", "it says how to install it", "checkhealth names it as an error"):
+        assert data["checks"][name]["ok"], name
+
+
+def test_nvim012_first_run_from_loading_to_accepted_fix(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    data = nvim_test(
+        nvim012(),
+        "test_nvim012_first_run.lua",
+        tiny_checkpoint,
+        tmp_path,
+        300,
+        env_extra={"PATH": path_without_server()},
+    )
+    checks = data["checks"]
+    for name in (
+        "server found in the plugin repository .venv",
+        "statusline says loading while the model loads",
+        "ghost text once the model is ready, without moving",
+        "several candidates from the explicit trigger",
+        "a visible reason at once",
+        "the deterministic fix was applied: valid JSON",
+        "checkhealth: the buffer the user came from",
+        "checkhealth: the gate in force is the user setting",
+        "attached to a buffer without a filetype",
+        "no server stderr in the LSP log",
+        "the first request was answered while the model loaded",
     ):
         assert checks[name]["ok"], name

@@ -68,12 +68,27 @@ def run(cmd: list[str], *, env: dict[str, str], timeout: float, cwd: Path = ROOT
         pytest.fail(f"{cmd[0]} timed out after {timeout}s\n{out[-4000:]}\n{err[-4000:]}", pytrace=False)
 
 
-def nvim_test(nvim: Path, script: str, model: Path, tmp_path: Path, timeout_s: int = 240) -> dict:
+def path_without_server() -> str:
+    """PATH without any folder that has a `dgemma-lsp` (a new user's shell: no venv activated)."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "dgemma-lsp").exists()]
+    return os.pathsep.join(dirs)
+
+
+def nvim_test(
+    nvim: Path,
+    script: str,
+    model: Path,
+    tmp_path: Path,
+    timeout_s: int = 240,
+    *,
+    plugin_dir: Path = NVIM_PLUGIN,
+    env_extra: dict[str, str] | None = None,
+) -> dict:
     """Run one headless Neovim test script and return its JSON result (failing with its log otherwise)."""
     result = tmp_path / "result.json"
     log = tmp_path / "server.log"
     env = {
-        "DGEMMA_PLUGIN_DIR": str(NVIM_PLUGIN),
+        "DGEMMA_PLUGIN_DIR": str(plugin_dir),
         "DGEMMA_LSP_CMD": json.dumps(server_command(model, log)),
         "DGEMMA_RESULT": str(result),
         "DGEMMA_WORKDIR": str(tmp_path),
@@ -81,6 +96,7 @@ def nvim_test(nvim: Path, script: str, model: Path, tmp_path: Path, timeout_s: i
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        **(env_extra or {}),
     }
     script_path = ROOT / "tests" / "editors" / "nvim" / script
     proc = run([str(nvim), "--headless", "-u", "NONE", "-S", str(script_path)], env=env, timeout=timeout_s + 30)

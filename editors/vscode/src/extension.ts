@@ -5,6 +5,9 @@
  */
 import * as vscode from 'vscode';
 import {
+  CodeAction as LspCodeAction,
+  CodeActionRequest,
+  CodeActionResolveRequest,
   DidChangeConfigurationNotification,
   ExecuteCommandRequest,
   LanguageClient,
@@ -20,7 +23,7 @@ import {
 } from 'vscode-languageclient/node';
 import { CanvasParams, CanvasTracker, isCanvasParams, Preview, previewApplies, previewLabel } from './canvas';
 import { fixStructureActions, rewriteActions } from './fix';
-import { doctorCommandLine, resolveServerLaunch, ServerLaunch } from './serverCommand';
+import { doctorCommandLine, findExecutable, missingServerMessage, resolveServerLaunch, ServerLaunch } from './serverCommand';
 import { serverSettings } from './settings';
 import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
 
@@ -35,6 +38,9 @@ let status: StatusState = { phase: 'starting' };
 const canvas = new CanvasTracker();
 let draftDecoration: vscode.TextEditorDecorationType;
 let shownPreview: { editor: vscode.TextEditor; preview: Preview } | undefined;
+/** Until the model reports ready, requests are answered empty; the last one is asked again once it is. */
+let modelReady = false;
+let askedWhileLoading: { uri: string; version: number; line: number; character: number } | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel('DiffusionGemma', { log: true });
@@ -111,6 +117,19 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     env: cfg.get<Record<string, string>>('server.env'),
   });
   output.appendLine(`starting: ${launch.command} ${launch.args.join(' ')}`);
+  modelReady = false;
+  askedWhileLoading = undefined;
+  if (!findExecutable(launch.command, launch.env)) {
+    const msg = missingServerMessage(launch);
+    output.appendLine(msg);
+    setStatus({ phase: 'error', error: `${launch.command} not found` });
+    // Not awaited: activation (and a restart after the user fixes the setting) must not wait for a click.
+    void vscode.window.showErrorMessage(msg, 'Open Settings', 'Show Log').then(async (pick) => {
+      if (pick === 'Open Settings') await vscode.commands.executeCommand('workbench.action.openSettings', 'dgemma.server');
+      if (pick === 'Show Log') output.show();
+    });
+    return;
+  }
   const serverOptions: ServerOptions = {
     command: launch.command,
     args: launch.args,
@@ -134,8 +153,14 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
       },
       provideInlineCompletionItems: async (document, position, ctx, token, next) => {
         setStatus({ ...status, busy: true });
+        const loading = !modelReady;
         try {
-          return await next(document, position, ctx, token);
+          const items = await next(document, position, ctx, token);
+          const empty = !items || (Array.isArray(items) ? items.length === 0 : items.items.length === 0);
+          if (loading && empty) {
+            askedWhileLoading = { uri: document.uri.toString(), version: document.version, line: position.line, character: position.character };
+          }
+          return items;
         } finally {
           setStatus({ ...status, busy: false });
           // The final answer replaces the draft preview (VS Code renders it as real ghost text).
@@ -200,6 +225,23 @@ function onProgress(value: WorkDoneProgressBegin | WorkDoneProgressReport | Work
   } else {
     setStatus({ ...status, phase: 'ready', progressTitle: undefined, progressMessage: undefined, percentage: undefined });
     void refreshBackendStatus();
+    if (typeof value.message === 'string' && value.message.startsWith('ready')) {
+      modelReady = true;
+      askAgainAfterLoad();
+    }
+  }
+}
+
+/** The editor asked while the model loaded (and got nothing): ask again where the cursor still is. */
+function askAgainAfterLoad(): void {
+  const asked = askedWhileLoading;
+  askedWhileLoading = undefined;
+  const editor = vscode.window.activeTextEditor;
+  if (!asked || !editor) return;
+  const cur = editor.selection.active;
+  const doc = editor.document;
+  if (doc.uri.toString() === asked.uri && doc.version === asked.version && cur.line === asked.line && cur.character === asked.character) {
+    void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
   }
 }
 
@@ -210,6 +252,7 @@ async function refreshBackendStatus(): Promise<unknown> {
     const { state, ...info } = backendFromStatus(result);
     // While $/progress reports a load, the progress text is more precise than the state.
     const phase = status.phase === 'loading' && state === 'loading' ? 'loading' : phaseFromState(state, status.phase);
+    if (state === 'ready') modelReady = true;
     setStatus({ ...status, ...info, phase });
     return result;
   } catch (err) {
@@ -281,20 +324,24 @@ function clearPreview(): void {
 
 async function fixStructure(): Promise<void> {
   const editor = vscode.window.activeTextEditor;
+  const c = client;
   if (!editor) return;
+  if (!c?.isRunning()) {
+    void vscode.window.showWarningMessage('DiffusionGemma: the server is not running (see the status bar item).');
+    return;
+  }
   const doc = editor.document;
   const whole = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
   const range = editor.selection.isEmpty ? whole : editor.selection;
-  // itemResolveCount makes VS Code run codeAction/resolve, where the server's model computes the edit.
-  const actions =
-    (await vscode.commands.executeCommand<vscode.CodeAction[]>(
-      'vscode.executeCodeActionProvider',
-      doc.uri,
-      range,
-      undefined,
-      10,
-    )) ?? [];
-  const fixes = fixStructureActions(actions);
+  // Listing is instant; only the picked action is resolved, which is where the server's model runs (and where it
+  // says why when the model's fix was invalid and the deterministic one was applied instead).
+  const listed =
+    (await c.sendRequest(CodeActionRequest.type, {
+      textDocument: { uri: c.code2ProtocolConverter.asUri(doc.uri) },
+      range: c.code2ProtocolConverter.asRange(range),
+      context: { diagnostics: [] },
+    })) ?? [];
+  const fixes = fixStructureActions(listed.filter((a): a is LspCodeAction => typeof a.command !== 'string'));
   if (fixes.length === 0) {
     void vscode.window.showInformationMessage('DiffusionGemma: no structure problem to fix here.');
     return;
@@ -308,7 +355,15 @@ async function fixStructure(): Promise<void> {
     if (!pick) return;
     chosen = pick.action;
   }
-  await applyAction(chosen);
+  const resolved = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Window, title: 'DiffusionGemma: fixing structure' },
+    () => c.sendRequest(CodeActionResolveRequest.type, chosen),
+  );
+  if (resolved.edit) {
+    const ok = await vscode.workspace.applyEdit(await c.protocol2CodeConverter.asWorkspaceEdit(resolved.edit));
+    if (!ok) void vscode.window.showErrorMessage(`DiffusionGemma: could not apply "${resolved.title}".`);
+  }
+  // No edit: the server already told the user why (window/showMessage).
 }
 
 async function rewriteSelection(): Promise<void> {
@@ -338,12 +393,7 @@ async function rewriteSelection(): Promise<void> {
 }
 
 async function applyAction(action: vscode.CodeAction): Promise<void> {
-  if (!action.edit && !action.command) {
-    void vscode.window.showWarningMessage(
-      `DiffusionGemma: "${action.title}" found no valid edit (the model output failed validation). See the DiffusionGemma output.`,
-    );
-    return;
-  }
+  // No edit: the server already told the user why (window/showMessage).
   if (action.edit) {
     const ok = await vscode.workspace.applyEdit(action.edit);
     if (!ok) void vscode.window.showErrorMessage(`DiffusionGemma: could not apply "${action.title}".`);

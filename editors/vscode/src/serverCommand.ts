@@ -1,4 +1,6 @@
 /** Resolve how to start `dgemma-lsp --stdio` from the extension's settings (pure: no vscode import). */
+import { accessSync, constants, statSync } from 'node:fs';
+import { delimiter, isAbsolute, join } from 'node:path';
 
 export interface ServerLaunchConfig {
   command?: string;
@@ -52,4 +54,41 @@ export function doctorCommandLine(launch: ServerLaunch): string {
 
 function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * Where `command` resolves to (a path, or a name looked up on the server's PATH), or undefined when it is not an
+ * executable file: checked before starting so a missing server is one clear message, not the language client's
+ * generic "couldn't create connection" on top of ours.
+ */
+export function findExecutable(command: string, env: Record<string, string | undefined>): string | undefined {
+  const isFile = (p: string): boolean => {
+    try {
+      accessSync(p, constants.X_OK);
+      return statSync(p).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (isAbsolute(command) || command.includes('/') || command.includes('\\')) {
+    return isFile(command) ? command : undefined;
+  }
+  const exts = process.platform === 'win32' ? (env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';') : [''];
+  for (const dir of (env.PATH ?? env.Path ?? '').split(delimiter)) {
+    if (!dir) continue;
+    for (const ext of exts) {
+      const p = join(dir, command + ext);
+      if (isFile(p)) return p;
+    }
+  }
+  return undefined;
+}
+
+/** The error a user sees when the server command does not exist, with what to do. */
+export function missingServerMessage(launch: ServerLaunch): string {
+  return (
+    `DiffusionGemma: cannot start the language server: \`${launch.command}\` was not found. ` +
+    'Install dgemma-lsp (`bash scripts/setup` in the dgemma-lsp repository creates .venv/bin/dgemma-lsp), then set ' +
+    'dgemma.server.command to that file (or dgemma.server.pythonPath to the venv\'s bin/python).'
+  );
 }

@@ -19,7 +19,7 @@ local function doctor_cmd(cmd)
   return out
 end
 
-local function run_doctor(cmd, server_ready)
+local function run_doctor(cmd, server_ready, gate_known)
   health.start('dgemma: dgemma-lsp doctor')
   local args = doctor_cmd(cmd)
   if server_ready then
@@ -35,7 +35,8 @@ local function run_doctor(cmd, server_ready)
   end
   local text = ((res.stdout or '') .. (res.stderr or '')):gsub('%s+$', '')
   for line in vim.gsplit(text, '\n', { plain = true }) do
-    if line ~= '' then
+    -- The gate doctor derives from the command line alone; the running server's (editor settings included) is above.
+    if line ~= '' and not (gate_known and line:match('^%s*suggestions%s')) then
       health.info(line)
     end
   end
@@ -66,13 +67,13 @@ function M.check()
   else
     health.ok('setup() called')
   end
-  local cmd = dgemma.server_cmd(cfg)
-  if vim.fn.executable(cmd[1]) == 1 then
+  local cmd, problem = dgemma.server_cmd(cfg)
+  if not problem then
     health.ok('server command: ' .. table.concat(cmd, ' '))
   else
-    health.error(('server executable not found: %s'):format(cmd[1]), {
-      'pip install dgemma-lsp (or the repository: pip install -e .)',
-      "or set server_path / python in require('dgemma').setup{}",
+    health.error(problem, {
+      'bash scripts/setup in the dgemma-lsp repository creates .venv/bin/dgemma-lsp (found automatically)',
+      "or require('dgemma').setup({ cmd = { '/path/to/.venv/bin/dgemma-lsp', '--stdio' } })",
     })
     return
   end
@@ -89,7 +90,9 @@ function M.check()
   end
   for _, c in ipairs(clients) do
     local bufs = vim.tbl_keys(c.attached_buffers or {})
-    health.ok(('client %d attached to %d buffer(s), root %s'):format(c.id, #bufs, tostring(c.root_dir or c.config.root_dir)))
+    local root = c.root_dir or c.config.root_dir
+    health.ok(('client %d attached to %d buffer(s), %s'):format(
+      c.id, #bufs, type(root) == 'string' and ('root ' .. root) or 'no workspace root (single files)'))
   end
   local status, err = dgemma.status(10000)
   if not status then
@@ -98,7 +101,9 @@ function M.check()
     local function flat(t, prefix, out)
       for k, val in pairs(t) do
         local key = prefix and (prefix .. '.' .. k) or tostring(k)
-        if type(val) == 'table' and not vim.islist(val) then
+        if val == vim.NIL then
+          -- JSON null: nothing to report
+        elseif type(val) == 'table' and not vim.islist(val) then
           flat(val, key, out)
         else
           out[#out + 1] = ('%s: %s'):format(key, type(val) == 'table' and vim.inspect(val) or tostring(val))
@@ -122,15 +127,50 @@ function M.check()
     health.ok('server answers dgemma.status')
   end
   local ready = type(status) == 'table' and type(status.backend) == 'table' and status.backend.state == 'ready'
-  if dgemma.has_inline_completion() then
-    local buf = vim.api.nvim_get_current_buf()
-    if vim.lsp.inline_completion.is_enabled({ bufnr = buf }) then
-      health.ok('inline completion enabled in the current buffer')
+  local gate = type(status) == 'table' and type(status.gate) == 'table' and status.gate or nil
+  if gate and type(gate.min_confidence) == 'number' then
+    local from = ({ setting = 'your minConfidence setting', model = "the model's own recommendation" })[gate.from]
+      or 'the model is still loading: its recommendation applies once loaded'
+    if gate.min_confidence > 0 then
+      health.info(('suggestion gate in force: withheld below confidence %.2f (%s)'):format(gate.min_confidence, from))
     else
-      health.info('inline completion is off in the current buffer (:DgemmaToggle)')
+      health.info(('suggestion gate in force: min_confidence 0, every suggestion shown (%s)'):format(from))
     end
   end
-  run_doctor(cmd, ready)
+  M.report_buffer(dgemma)
+  run_doctor(cmd, ready, gate ~= nil)
+end
+
+--- The buffer the user came from (:checkhealth runs in a buffer of its own): attached? ghost text on?
+function M.report_buffer(dgemma)
+  local buf = vim.api.nvim_get_current_buf()
+  if vim.bo[buf].buftype ~= '' then
+    buf = dgemma.last_buf or vim.fn.bufnr('#')
+  end
+  if not buf or buf < 1 or not vim.api.nvim_buf_is_valid(buf) then
+    health.info('no file buffer to report on')
+    return
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  local ft = vim.bo[buf].filetype
+  local what = ('buffer %d (%s, filetype %s)'):format(
+    buf, name ~= '' and vim.fn.fnamemodify(name, ':~:.') or '[No Name]', ft ~= '' and ft or 'none')
+  if #dgemma.clients(buf) == 0 then
+    health.warn(what .. ': dgemma-lsp is not attached', {
+      dgemma.config and dgemma.config.filetypes and ('filetypes = { ' .. table.concat(dgemma.config.filetypes, ', ') .. ' }')
+        or 'every normal buffer is attached: :LspLog shows why a start failed',
+    })
+    return
+  end
+  if dgemma.has_inline_completion() then
+    if vim.lsp.inline_completion.is_enabled({ bufnr = buf }) then
+      health.ok(what .. ': attached, inline completion enabled')
+    else
+      health.info(what .. ': attached, inline completion off (:DgemmaToggle there)')
+    end
+  else
+    health.ok(what .. ': attached (code actions and diagnostics)')
+  end
 end
 
 return M

@@ -17,16 +17,18 @@ M.name = 'dgemma'
 ---@field prev? string|false         Insert mode: previous candidate
 ---@field dismiss? string|false      Insert mode: hide the suggestion
 ---@field fix? string|false          Normal mode: fix structure at the cursor / in the document
+---@field trigger? string|false      Insert mode: suggest here (an explicit request: up to 3 candidates to cycle)
 
 ---@class dgemma.Config
 M.defaults = {
-  --- Full server command; nil = built from `server_path` / `python` + `args`.
+  --- Full server command; nil = built from `server_path` / `python` + `args`, where `server_path` is looked up on
+  --- PATH and then in this plugin's own repository (`<repo>/.venv/bin/dgemma-lsp`, what scripts/setup installs).
   cmd = nil, ---@type string[]?
   server_path = 'dgemma-lsp',
   --- A Python interpreter with dgemma-lsp installed (e.g. a venv's bin/python); wins over server_path.
   python = nil, ---@type string?
   args = {}, ---@type string[]
-  --- Filetypes to attach to; nil = every normal buffer.
+  --- Filetypes to attach to; nil = every normal buffer (those without a filetype included).
   filetypes = nil, ---@type string[]?
   root_markers = { '.git', 'pyproject.toml', 'package.json', 'Cargo.toml', 'go.mod' },
   --- Server settings (the README's settings table; snake_case or camelCase keys).
@@ -42,6 +44,7 @@ M.defaults = {
     next = '<M-]>',
     prev = '<M-[>',
     dismiss = '<C-]>',
+    trigger = '<M-\\>',
     fix = false,
   },
   --- Tell users of Neovim < 0.12 once that ghost text needs 0.12.
@@ -67,20 +70,62 @@ function M.fallback_message()
     .. 'Fix-structure code actions and diagnostics still work.'):format(v.major, v.minor, v.patch)
 end
 
---- The command that starts the server.
+--- The repository this plugin lives in (editors/nvim/lua/dgemma/init.lua -> four folders up).
+function M.repo_dir()
+  local src = debug.getinfo(1, 'S').source:sub(2)
+  src = vim.uv.fs_realpath(src) or src -- a native package is often a symlink into the repository
+  return vim.fs.normalize(vim.fn.fnamemodify(src, ':p:h:h:h:h:h'))
+end
+
+--- The server executable: `server_path` when it is executable (PATH or a path), else the plugin repository's
+--- `.venv/bin/dgemma-lsp`; nil when neither exists.
 ---@param cfg dgemma.Config
----@return string[]
+---@return string?, string[] tried
+function M.find_server(cfg)
+  local name = cfg.server_path or 'dgemma-lsp'
+  local venv = M.repo_dir() .. '/.venv/bin/dgemma-lsp'
+  local tried = { name, venv }
+  if vim.fn.executable(name) == 1 then
+    return name, tried
+  end
+  if vim.fn.executable(venv) == 1 then
+    return venv, tried
+  end
+  return nil, tried
+end
+
+--- The command that starts the server, and when it cannot be started, why and what to do.
+---@param cfg dgemma.Config
+---@return string[] cmd, string? problem
 function M.server_cmd(cfg)
+  local cmd, problem
   if cfg.cmd and #cfg.cmd > 0 then
-    return vim.list_extend(vim.deepcopy(cfg.cmd), cfg.args or {})
-  end
-  local cmd
-  if cfg.python and cfg.python ~= '' then
+    cmd = vim.deepcopy(cfg.cmd)
+    if vim.fn.executable(cmd[1]) == 0 then
+      problem = ('the server command %q (setup{ cmd = ... }) is not executable'):format(cmd[1])
+    end
+  elseif cfg.python and cfg.python ~= '' then
     cmd = { cfg.python, '-m', 'dgemma_lsp.cli', '--stdio' }
+    if vim.fn.executable(cfg.python) == 0 then
+      problem = ('the Python %q (setup{ python = ... }) is not executable'):format(cfg.python)
+    end
   else
-    cmd = { cfg.server_path or 'dgemma-lsp', '--stdio' }
+    local exe, tried = M.find_server(cfg)
+    cmd = { exe or tried[1], '--stdio' }
+    if not exe then
+      problem = ('dgemma-lsp not found: %q is not on PATH and %s does not exist'):format(tried[1], tried[2])
+    end
   end
-  return vim.list_extend(cmd, cfg.args or {})
+  return vim.list_extend(cmd, cfg.args or {}), problem
+end
+
+--- The one message a user sees when the server cannot start.
+---@param problem string
+function M.missing_server_message(problem)
+  return ('dgemma: cannot start the language server: %s. Install it with `bash scripts/setup` in the dgemma-lsp '
+    .. "repository (it creates .venv/bin/dgemma-lsp, found automatically), or point the plugin at it: "
+    .. "require('dgemma').setup({ cmd = { '/path/to/.venv/bin/dgemma-lsp', '--stdio' } }). "
+    .. ':checkhealth dgemma shows what was tried.'):format(problem)
 end
 
 --- All running dgemma clients (optionally for one buffer).
@@ -281,6 +326,89 @@ function M.accept_partial(unit)
   })
 end
 
+-- ---------------------------------------------------------------------------------------------------------------
+-- Explicit requests and the model load
+
+--- Model-load progress from the server's `$/progress` (tokens `dgemma-load-*`, title "DiffusionGemma").
+---@type {loading: boolean, message?: string, percentage?: integer}
+M.progress = { loading = false }
+--- Buffers whose explicit trigger arrived while the model loaded: asked again (Invoked) once it is ready.
+local pending_invoked = {} ---@type table<integer, boolean>
+
+--- Neovim's own inline completion state for a buffer (0.12's capability object), if it exposes one.
+local function completor(bufnr)
+  local ok, cap = pcall(require, 'vim.lsp._capability')
+  local c = ok and type(cap.all) == 'table' and cap.all.inline_completion
+  return c and c.active and c.active[bufnr] or nil
+end
+
+--- Ask for a suggestion at the cursor now: `invoked` = an explicit request (the server offers up to 3 candidates to
+--- cycle with keys.next / keys.prev), else an automatic one, as typing would. Shown by vim.lsp.inline_completion.
+---@param bufnr? integer
+---@param invoked? boolean
+---@return boolean requested
+function M.request_inline(bufnr, invoked)
+  bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
+  if not M.has_inline_completion() or #M.clients(bufnr) == 0 then
+    return false
+  end
+  local c = completor(bufnr)
+  if c and type(c.request) == 'function' then
+    c:request(invoked and vim.lsp.protocol.InlineCompletionTriggerKind.Invoked
+      or vim.lsp.protocol.InlineCompletionTriggerKind.Automatic)
+    return true
+  end
+  -- No capability object to ask: the automatic trigger still runs on CursorMovedI.
+  api.nvim_exec_autocmds('CursorMovedI', { buffer = bufnr, modeline = false })
+  return true
+end
+
+--- "Suggest here" (keys.trigger): an explicit request at the cursor.
+function M.trigger(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and api.nvim_get_current_buf() or bufnr
+  if M.progress.loading then
+    pending_invoked[bufnr] = true -- asked again once the model is ready
+  end
+  return M.request_inline(bufnr, true)
+end
+
+--- `LspProgress` from our server: track the model load for the statusline; when it ends, ask again at the cursor
+--- (the requests made meanwhile were answered empty, and Neovim only asks again when the cursor moves).
+local function on_progress(ev)
+  local data = ev.data or {}
+  local client = data.client_id and vim.lsp.get_client_by_id(data.client_id)
+  local params = data.params or {}
+  local value = params.value
+  if not client or client.name ~= M.name or type(value) ~= 'table' then
+    return
+  end
+  if type(params.token) == 'string' and not vim.startswith(params.token, 'dgemma-load') then
+    return
+  end
+  if value.kind == 'begin' or value.kind == 'report' then
+    M.progress = {
+      loading = true,
+      message = value.message or M.progress.message,
+      percentage = value.percentage or M.progress.percentage,
+    }
+    return
+  end
+  if value.kind ~= 'end' then
+    return
+  end
+  M.progress = { loading = false, message = value.message }
+  local bufnr = api.nvim_get_current_buf()
+  local invoked = pending_invoked[bufnr] or false
+  pending_invoked = {}
+  if type(value.message) == 'string' and not vim.startswith(value.message, 'ready') then
+    return -- failed or superseded: nothing new to ask for (the server said why)
+  end
+  if vim.startswith(api.nvim_get_mode().mode, 'i') and M.has_inline_completion()
+    and vim.lsp.inline_completion.is_enabled({ bufnr = bufnr }) then
+    M.request_inline(bufnr, invoked)
+  end
+end
+
 local function map_keys(bufnr, keys)
   local function imap(lhs, rhs, desc, expr)
     if lhs and lhs ~= '' then
@@ -310,6 +438,9 @@ local function map_keys(bufnr, keys)
     imap(keys.dismiss, function()
       M.dismiss(bufnr)
     end, 'dgemma: dismiss suggestion')
+    imap(keys.trigger, function()
+      M.trigger(bufnr)
+    end, 'dgemma: suggest here (up to 3 candidates)')
   end
   if keys.fix and keys.fix ~= '' then
     vim.keymap.set('n', keys.fix, function()
@@ -432,9 +563,8 @@ function M.statusline()
   if #clients == 0 then
     return ''
   end
-  local status = vim.lsp.status and vim.lsp.status() or ''
-  if status ~= '' and status:lower():find('dgemma', 1, true) then
-    return status
+  if M.progress.loading then
+    return 'dgemma: loading' .. (M.progress.percentage and (' %d%%'):format(M.progress.percentage) or '')
   end
   if M.last_outcome == 'withheld' then
     return 'dgemma: withheld'
@@ -480,9 +610,28 @@ function M.setup(opts)
   M.config = cfg
   vim.api.nvim_set_hl(0, 'DgemmaDraft', { default = true, link = vim.fn.hlexists('ComplHint') == 1 and 'ComplHint' or 'Comment' })
 
+  local cmd, problem = M.server_cmd(cfg)
+  M.start_problem = problem
+  local group = api.nvim_create_augroup('dgemma.start', { clear = true })
+  -- The buffer the user last worked in, for :checkhealth (which runs in its own buffer).
+  api.nvim_create_autocmd('BufEnter', {
+    group = group,
+    callback = function(ev)
+      if vim.bo[ev.buf].buftype == '' then
+        M.last_buf = ev.buf
+      end
+    end,
+  })
+  if problem then
+    -- Without this, nothing would happen and only the LSP log would say why.
+    vim.notify(M.missing_server_message(problem), vim.log.levels.ERROR)
+    return
+  end
+  api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
+
   local lsp_config = {
     name = M.name,
-    cmd = M.server_cmd(cfg),
+    cmd = cmd,
     filetypes = cfg.filetypes,
     root_markers = cfg.root_markers,
     init_options = cfg.settings,
@@ -492,30 +641,67 @@ function M.setup(opts)
     on_attach = on_attach,
   }
 
-  if vim.lsp.config and vim.lsp.enable then
-    vim.lsp.config(M.name, lsp_config)
-    vim.lsp.enable(M.name)
-    return
-  end
-
-  -- Neovim 0.10: no vim.lsp.config; start per buffer on FileType.
-  local group = api.nvim_create_augroup('dgemma.start', { clear = true })
-  local function start(bufnr)
-    if vim.bo[bufnr].buftype ~= '' then
+  ---@param single_file? boolean no root marker = no root (as vim.lsp.enable does), so its client is reused
+  local function start(bufnr, single_file)
+    if not api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= '' or not api.nvim_buf_is_loaded(bufnr) then
       return
     end
     if cfg.filetypes and not vim.tbl_contains(cfg.filetypes, vim.bo[bufnr].filetype) then
       return
     end
-    local root = vim.fs.root and vim.fs.root(bufnr, cfg.root_markers) or vim.fn.getcwd()
+    local root = vim.fs.root and vim.fs.root(bufnr, cfg.root_markers)
     local start_cfg = vim.deepcopy(lsp_config)
     start_cfg.root_markers = nil
     start_cfg.filetypes = nil
-    start_cfg.root_dir = root or vim.fn.getcwd()
+    start_cfg.root_dir = root or (not single_file and vim.fn.getcwd()) or nil
     start_cfg.handlers = lsp_config.handlers
     start_cfg.on_attach = on_attach
     vim.lsp.start(start_cfg, { bufnr = bufnr })
   end
+
+  if vim.lsp.config and vim.lsp.enable then
+    local enable_cfg = vim.deepcopy(lsp_config)
+    enable_cfg.handlers, enable_cfg.on_attach = lsp_config.handlers, on_attach
+    enable_cfg.root_markers = nil
+    -- Only files: with `filetypes = nil` vim.lsp.enable would also start a server for the empty startup buffer
+    -- and plugin buffers, each loading the model again.
+    enable_cfg.root_dir = function(bufnr, on_dir)
+      local name = api.nvim_buf_get_name(bufnr)
+      if vim.bo[bufnr].buftype == '' and name ~= '' and not name:match('^%a[%w+.-]*://') then
+        on_dir(vim.fs.root(bufnr, cfg.root_markers))
+      end
+    end
+    vim.lsp.config(M.name, enable_cfg)
+    vim.lsp.enable(M.name)
+    if not cfg.filetypes then
+      -- vim.lsp.enable attaches on FileType, which a buffer without a filetype never gets; "every normal buffer"
+      -- includes those.
+      local function start_plain(bufnr)
+        local name = api.nvim_buf_get_name(bufnr)
+        -- files only: plugin buffers (health://, fugitive://, ...) set their buftype after they are entered
+        if vim.bo[bufnr].filetype == '' and name ~= '' and not name:match('^%a[%w+.-]*://')
+          and #M.clients(bufnr) == 0 then
+          start(bufnr, true)
+        end
+      end
+      api.nvim_create_autocmd('BufWinEnter', { -- after filetype detection (BufEnter can come before it)
+        group = group,
+        callback = function(ev)
+          vim.schedule(function()
+            if api.nvim_buf_is_valid(ev.buf) then
+              start_plain(ev.buf)
+            end
+          end)
+        end,
+      })
+      for _, b in ipairs(api.nvim_list_bufs()) do
+        start_plain(b)
+      end
+    end
+    return
+  end
+
+  -- Neovim 0.10: no vim.lsp.config; start per buffer on FileType.
   api.nvim_create_autocmd('FileType', {
     group = group,
     callback = function(ev)
