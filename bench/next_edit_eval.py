@@ -354,6 +354,11 @@ async def run_case(case: Case, backend, settings: Settings) -> dict:  # noqa: AN
         tokenizer=backend.tokenizer,
     )
     wall = time.monotonic() - t0
+    # the oracle: would the right answer pass the server's judge and relatedness check? (the gates' recall)
+    from dgemma_lsp.lsp.next_edit import judge, related
+
+    o_edits, o_why = judge(doc.text, region, want, "python")
+    oracle_ok = o_why is None and related(doc.text, o_edits, hist.edits(uri))
     rel = [Edit(e.start - region.start, e.end - region.start, e.new_text) for e in sug.edits]
     got = apply_edits(region.text, rel) if rel else region.text
     return {
@@ -364,6 +369,7 @@ async def run_case(case: Case, backend, settings: Settings) -> dict:  # noqa: AN
         "exact": bool(sug.edits) and got == want,
         "raw_exact": sug.new_region == want,
         "raw_unchanged": sug.new_region == region.text,
+        "oracle_passes": oracle_ok,
         "reason": sug.reason,
         "confidence": sug.confidence,
         "steps": sug.steps,
@@ -386,7 +392,8 @@ def summarize(rows: list[dict]) -> list[str]:
         wrong = off - ex if k != "none" else off
         raw = sum(r["raw_exact"] for r in rs)
         unch = sum(r["raw_unchanged"] for r in rs)
-        out.append(f"| {k} | {len(rs)} | {off} | {ex if k != 'none' else '-'} | {wrong} | {raw} | {unch} |")
+        orc = sum(r["oracle_passes"] for r in rs) if k != "none" else "-"
+        out.append(f"| {k} | {len(rs)} | {off} | {ex if k != 'none' else '-'} | {wrong} | {raw} | {unch} | {orc} |")
     change = [r for r in rows if r["pattern"] != "none"]
     none = [r for r in rows if r["pattern"] == "none"]
     walls = sorted(r["wall_s"] for r in rows)

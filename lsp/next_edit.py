@@ -12,7 +12,8 @@ One request (``dgemma/nextEdit``, or Copilot's ``textDocument/copilotInlineEdit`
 4. **judge** (:func:`judge`): the server diffs old and new region and offers the change only when it is a change, not
    whitespace only, small (``MAX_CHANGED_FRACTION`` of the region's lines), confined to the region, still valid
    (JSON / JSONC / Markdown: no new structure problem, :func:`~dgemma_lsp.lsp.repair.rewrite_check`; Python: a file
-   that parsed still parses) and confident (``min_confidence``). Otherwise the answer has no edits and a ``reason``.
+   that parsed still parses), a repeat of the recent edits (:func:`related`) and confident (``min_confidence``).
+   Otherwise the answer has no edits and a ``reason``.
 
 After an accept (``dgemma.nextEdit.accept``) the answer names the next place to look (``jump``): the next occurrence,
 outside the edited lines, of an identifier the accepted edit or the edit before it removed (a rename's old name).
@@ -47,7 +48,7 @@ from .confidence import below, confidence, threshold
 from .context import trim_prefix, trim_suffix
 from .diagnostics import normalize_language
 from .documents import Document
-from .edit_history import EditHistory
+from .edit_history import EditHistory, EditRecord
 from .postprocess import strip_special_tokens
 from .prompt import fence_for, language_name
 from .repair import apply_edits, minimal_edits, rewrite_check
@@ -247,6 +248,43 @@ def judge(text: str, region: Region, new_region: str, language_id: str) -> tuple
     return edits, None
 
 
+def related(text: str, edits: list[Edit], history: list[EditRecord]) -> bool:
+    """Every edit repeats something the user just did: the same inserted text, the same replacement, or a word the
+    user's edits added (inserted here) or removed (removed here). A next edit propagates the recent edits; a change
+    unlike all of them is the model's own idea, which the server does not offer."""
+    if not history:
+        return False
+    inserted, pairs, added, removed = set(), set(), set(), set()
+    for r in history:
+        for h in minimal_edits(r.old, r.new):
+            old = r.old[h.start : h.end]
+            pairs.add((old, h.new_text))
+            if h.new_text.strip():
+                inserted.add(h.new_text)
+        added.update(r.added_words())
+        removed.update(r.removed_words())
+    for e in edits:
+        old, new = text[e.start : e.end], e.new_text
+        if (old, new) in pairs or new in inserted:
+            continue
+        # words, not fragments: a character diff of "circle" -> "disk" must not match a removed name "r"
+        a, b = e.start, e.end
+        while a > 0 and _WORD_CHAR.match(text[a - 1]):
+            a -= 1
+        while b < len(text) and _WORD_CHAR.match(text[b]):
+            b += 1
+        before = set(_WORDS.findall(text[a:b]))
+        after = set(_WORDS.findall(text[a : e.start] + new + text[e.end : b]))
+        if (after - before) & added or (before - after) & removed:
+            continue
+        return False
+    return True
+
+
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
 def _seed(region: str, tokenizer: Any, count_tokens: Callable[[str], int], canvas_cap: int) -> dict[str, Any]:
     """Seed canvas: the region's tokens, then end-of-turn tokens (the answer "unchanged, done") up to a canvas with
     room for the region to grow by a quarter."""
@@ -350,6 +388,8 @@ async def suggest_once(
     out.confidence = confidence(done)
     out.new_region = clean_region(done.text, norm)
     edits, why = judge(text, region, out.new_region, doc.language_id)
+    if why is None and not related(text, edits, history.edits(doc.uri) if history is not None else []):
+        edits, why = [], "unrelated: the change repeats none of the recent edits"
     if why is None:
         low = below(done, threshold(s, backend))
         if low is not None:

@@ -199,15 +199,34 @@ async def test_large_rewrites_and_broken_python_are_not_offered(lsp):
 
 async def test_invalid_json_is_never_offered(lsp):
     uri = "file:///ne/config.json"
-    doc = '{\n  "name": "demo",\n  "port": 8080,\n  "debug": false\n}\n'
+    doc = '{\n  "name": "demo",\n  "port": 8080,\n  "health": "http://localhost:8080/health"\n}\n'
     open_doc(lsp, uri, doc, language="json")
+    edit(lsp, uri, 2, (2, 12), (2, 14), "81")  # the user moves the port: 8080 -> 8081
+    doc = doc.replace('"port": 8080', '"port": 8081')
     region = region_text(doc, 0, 5)
-    await execute(lsp, "dgemma.test.scriptNextEdit", region.replace('"port": 8080,', '"port": 8081'))
-    res = await next_edit(lsp, uri, 2)
-    assert res["edits"] == [] and res["reason"].startswith("invalid")
-    await execute(lsp, "dgemma.test.scriptNextEdit", region.replace("8080", "8081"))
-    res = await next_edit(lsp, uri, 2)
-    assert res["reason"] is None and json.loads(apply(doc, res["edits"]))["port"] == 8081
+    broken = region.replace('localhost:8080/health"', "localhost:8081/health")  # the closing quote lost
+    await execute(lsp, "dgemma.test.scriptNextEdit", broken)
+    res = await next_edit(lsp, uri, 3)
+    assert res["edits"] == [] and res["reason"].startswith("invalid"), res["reason"]
+    await execute(lsp, "dgemma.test.scriptNextEdit", region.replace("localhost:8080", "localhost:8081"))
+    res = await next_edit(lsp, uri, 3)
+    assert res["reason"] is None and json.loads(apply(doc, res["edits"]))["health"].endswith(":8081/health")
+
+
+async def test_a_change_unlike_the_recent_edits_is_not_offered(lsp):
+    """The model's own idea (here: a valid, small change nobody asked for) is withheld; so is any change in a
+    document with no recent edits."""
+    uri = "file:///ne/unrelated.py"
+    text = await rename_def(lsp, uri)
+    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(text, 0, 11).replace("def label():", "def title():"))
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and res["reason"].startswith("unrelated")
+    fresh = "file:///ne/fresh.py"
+    open_doc(lsp, fresh, CIRCLE)
+    want = region_text(CIRCLE, 0, 11).replace("math.pi * r * r", "math.pi * r ** 2")
+    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    res = await next_edit(lsp, fresh, 4)
+    assert res["edits"] == [] and res["reason"].startswith("unrelated")
 
 
 async def test_a_newer_edit_cancels_the_running_suggestion(lsp):

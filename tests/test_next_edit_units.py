@@ -145,3 +145,21 @@ def test_copilot_shape_spans_all_sites_with_one_text():
     assert e["text"] == "x + x" and e["range"]["start"] == {"line": 0, "character": 4}
     assert e["range"]["end"] == {"line": 0, "character": 9} and e["textDocument"] == {"uri": d.uri, "version": 3}
     assert e["command"]["arguments"] == ["ne-1"]
+
+
+def test_related_accepts_repeats_of_the_recent_edits_only():
+    from dgemma_lsp.lsp.edit_history import EditRecord
+    from dgemma_lsp.lsp.next_edit import related
+
+    text = "def area(radius):\n    return r * r\n    print(circle)\n"
+    rename = [EditRecord(0, "def area(r):", "def area(radius):", 0.0, 0)]
+    r1 = text.index("r * r")
+    assert related(text, [Edit(r1 + 1, r1 + 1, "adius")], rename)  # the same insertion
+    assert related(text, [Edit(r1, r1 + 1, "radius")], rename)  # the old name replaced by the new one
+    c = text.index("circle")
+    assert not related(text, [Edit(c + 2, c + 3, "")], rename)  # "circle" -> "cicle": a fragment "r", not a word
+    assert not related(text, [Edit(c, c + 6, "disk")], rename)
+    assert not related(text, [Edit(r1 + 1, r1 + 1, "adius")], [])  # no recent edits: nothing to repeat
+    dead = [EditRecord(2, "    print(total)\n", "", 0.0, 2)]
+    doc = "    total = a + b\n    x = 1\n"
+    assert related(doc, [Edit(0, len("    total = a + b\n"), "")], dead)  # its now-dead assignment removed

@@ -120,7 +120,8 @@ H.run(function()
   ne.dismiss(buf) -- whatever the tiny model's own answer showed there
   local there = ne.state[buf].last.canvas.region
   H.check('region around the new site', there:find('def volume', 1, true) ~= nil, there)
-  command('dgemma.test.scriptNextEdit', (there:gsub('r %* r %* h', 'r ** 2 * h')))
+  local next_site = there:gsub('volume%(r, h%)', 'volume(radius, h)'):gsub('r %* r %* h', 'radius * radius * h')
+  command('dgemma.test.scriptNextEdit', next_site) -- the rename, carried on at the named site
   local before = H.buf_text(buf)
   local dismissed = ne.stats.dismissed
   api.nvim_feedkeys(vim.keycode('<M-n>'), 'mx', false)
