@@ -13,8 +13,9 @@ records ``didChange``), and states what the region around the cursor should read
   the region should stay as it is and a correct suggester stays silent.
 
 Each case runs through the server's own pipeline (:func:`dgemma_lsp.lsp.next_edit.suggest_once`: region, prompt with
-the edit history, seeded canvas, judge, confidence gate). Reported: offered / exact / wrong per pattern, false
-suggestions on ``none``, the model's raw answer exact before the judge and gate, latency::
+the edit history, seeded canvas, judge, relatedness and confidence gates). Reported: offered / exact / wrong per
+pattern, false suggestions on ``none``, the model's raw answer exact before the gates, whether the *right* answer
+would pass the gates (their recall), latency::
 
     python bench/next_edit_eval.py --per-pattern 12 --none 24 --threads 1
 """
@@ -380,8 +381,9 @@ async def run_case(case: Case, backend, settings: Settings) -> dict:  # noqa: AN
 
 def summarize(rows: list[dict]) -> list[str]:
     out = [
-        "| pattern | cases | offered | exact | offered but wrong | model's raw answer exact (before judge + gate) | raw answer = region unchanged |",
-        "|---|---|---|---|---|---|---|",
+        "| pattern | cases | offered | exact | offered but wrong | raw answer exact (before the gates) "
+        "| raw answer = region unchanged | right answer passes the gates |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for k in (*PATTERNS, "none"):
         rs = [r for r in rows if r["pattern"] == k]
