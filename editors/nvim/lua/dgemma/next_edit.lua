@@ -234,7 +234,7 @@ function M.attach(client, bufnr, opts)
       if st(bufnr).auto and timer then
         timer:stop()
         timer:start(cfg.delay_ms, 0, vim.schedule_wrap(function()
-          if api.nvim_buf_is_valid(bufnr) and api.nvim_get_current_buf() == bufnr then
+          if api.nvim_buf_is_valid(bufnr) and api.nvim_get_current_buf() == bufnr and st(bufnr).auto then
             M.request(bufnr)
           end
         end))
