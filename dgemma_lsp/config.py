@@ -69,6 +69,9 @@ class Settings:
     inline_completion: bool = True
     diagnostics: bool = True
     stream_canvas: bool = True
+    next_edit: bool = True  # dgemma/nextEdit and textDocument/copilotInlineEdit answer (off: always no edits)
+    next_edit_lines: int = 12  # lines of the region a next edit may rewrite (fewer when they overflow a canvas)
+    edit_history_tokens: int = 256  # recent edits shown in next-edit and completion prompts; 0 = none
     repair: str = "auto"  # auto | model | rules
     repair_attempts: int = 3
     repair_t_min: float = 0.1  # repair samples cooler than completion (lsp/repair/model.py: attempt_temperatures)
@@ -119,6 +122,8 @@ class Settings:
     def validate(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
+        if self.next_edit_lines < 1 or self.edit_history_tokens < 0:
+            raise ConfigError("next_edit_lines must be >= 1 and edit_history_tokens >= 0")
         for name in ("canvas_length", "single_line_canvas", "multi_line_canvas", "denoising_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1")

@@ -117,6 +117,7 @@ class CompletionEngine:
         on_backend_failure: Callable[[BackendError], None] | None = None,
         snippets: Callable[[Document], list[Snippet]] | None = None,
         not_ready: Callable[[], str] | None = None,
+        history: Callable[[Document, Callable[[str], int]], str] | None = None,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -126,6 +127,7 @@ class CompletionEngine:
         self._on_backend_failure = on_backend_failure
         self._snippets = snippets
         self._not_ready = not_ready
+        self._history = history  # the document's recent edits as prompt text (lsp/edit_history.py)
         self._last_not_ready: tuple[str, float] = ("", 0.0)
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
@@ -272,6 +274,7 @@ class CompletionEngine:
         )
         plan = plan_completion(ctx, s)
         replace = ctx.line_suffix[: plan.replace_suffix_chars]
+        history = self._history(doc, backend.count_tokens) if self._history else ""
         texts: list[str] = []
         attempts = want + (1 if want > 1 else 0)  # one extra try when a candidate repeats
         for i in range(attempts):
@@ -288,6 +291,7 @@ class CompletionEngine:
                 deadline=time.monotonic() + s.request_timeout_s,
                 want_drafts=s.stream_canvas,
                 backend=backend,
+                history=history,
             )
             req.tag = "complete"
 

@@ -87,10 +87,11 @@ def make_request(
     deadline: float | None = None,
     want_drafts: bool = True,
     backend: Backend | None = None,
+    history: str = "",
 ) -> CanvasRequest:
     t_min, t_max = temperatures(settings, backend)
     return CanvasRequest(
-        messages=build_infill_messages(ctx, plan),
+        messages=build_infill_messages(ctx, plan, history),
         canvas_length=plan.canvas_length,
         max_new_tokens=plan.canvas_length,
         max_denoising_steps=settings.denoising_steps,

@@ -44,10 +44,12 @@ from dgemma_lsp.backend.contract import (
 from dgemma_lsp.config import ConfigError, Settings
 
 from . import client_log, structure_worker
+from . import next_edit as ne
 from .completion import ACCEPT_COMMAND, CompletionEngine
 from .confidence import temperatures, threshold
 from .diagnostics import normalize_language
 from .documents import BlockLineIndex, Document, DocumentStore, root_paths
+from .edit_history import EditHistory
 from .faults import ENV as FAULTS_ENV
 from .faults import FaultInjectingBackend
 from .resolve_feedback import fell_back, nothing_applied, wants_rules_fallback
@@ -75,7 +77,7 @@ CMD_ACCEPT = ACCEPT_COMMAND
 CMD_FIX = "dgemma.fixStructure"
 CMD_RESTART = "dgemma.restartBackend"
 CMD_SET_FAULT = "dgemma.test.setFault"
-COMMANDS = (CMD_TRIGGER, CMD_STATUS, CMD_ACCEPT, CMD_FIX, CMD_RESTART)
+COMMANDS = (CMD_TRIGGER, CMD_STATUS, CMD_ACCEPT, CMD_FIX, CMD_RESTART, ne.ACCEPT_COMMAND, ne.REJECT_COMMAND)
 
 KIND_FIX = "quickfix.dgemma.fixStructure"
 KIND_FIX_RULES = "quickfix.dgemma.fixStructure.rules"
@@ -168,6 +170,7 @@ class DGemmaServer(LanguageServer):
         self._ready: asyncio.Event | None = None
         self.client_caps: types.ClientCapabilities | None = None
         self.faults_enabled = bool(os.environ.get(FAULTS_ENV))
+        self.history = EditHistory()  # recent edits per document, memory only (lsp/edit_history.py)
         self.completion = CompletionEngine(
             settings=lambda: self.settings,
             backend=lambda: self.backend if self.backend_state == "ready" else None,
@@ -177,6 +180,21 @@ class DGemmaServer(LanguageServer):
             on_backend_failure=self._backend_failed,
             snippets=self._snippets,
             not_ready=self._not_ready_reason,
+            history=lambda doc, count: self.history.render(doc.uri, count, self.settings.edit_history_tokens),
+        )
+        from .next_edit_testing import ScriptedNextEditAnswers
+
+        self.scripted = ScriptedNextEditAnswers() if self.faults_enabled else None  # test-only
+        self.next_edit = ne.NextEditEngine(
+            settings=lambda: self.settings,
+            backend=lambda: self.backend if self.backend_state == "ready" else None,
+            generate=lambda uri: (
+                self.scripted.wrap(self.guarded_generate(uri)) if self.scripted else self.guarded_generate(uri)
+            ),
+            tokenizer=self._tokenizer,
+            history=self.history,
+            stats=self.stats,
+            log_fn=self.log_line,
         )
         # Diagnostics run off the event loop, one at a time: small documents in a thread, large ones in one
         # spawned worker process (long C calls in a thread would still hold the GIL and stall typing).
@@ -837,6 +855,7 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
     async def shutdown(ls: DGemmaServer, params: Any) -> None:
         for uri in [u for u in list(ls.docs._docs)]:
             ls.completion.on_close(uri)
+            ls.next_edit.on_close(uri)
         if ls.backend is not None:
             try:
                 await asyncio.wait_for(ls.backend.aclose(), timeout=5)
@@ -870,8 +889,15 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         for change in params.content_changes:
             if isinstance(change, types.TextDocumentContentChangePartial):
                 r = change.range
-                warning = doc.apply_change(
-                    (r.start.line, r.start.character), (r.end.line, r.end.character), change.text
+                warning = ls.history.observe(
+                    uri,
+                    doc.index,
+                    r.start.line,
+                    r.end.line,
+                    change.text,
+                    lambda r=r, change=change: doc.apply_change(
+                        (r.start.line, r.start.character), (r.end.line, r.end.character), change.text
+                    ),
                 )
                 if warning:
                     ls.log_line(logging.WARNING, f"{uri}: {warning}")
@@ -881,6 +907,7 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         ls.docs.touch(uri)
         ls.stats.inc("edits")
         ls.completion.on_change(uri)
+        ls.next_edit.on_change(uri)
         ls.schedule_diagnostics(uri, DIAGNOSTICS_DEBOUNCE_S)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -888,6 +915,7 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         uri = params.text_document.uri
         ls.docs.close(uri)
         ls.completion.on_close(uri)
+        ls.next_edit.on_close(uri)
         task = ls._diag_tasks.pop(uri, None)
         if task is not None:
             task.cancel()
@@ -934,6 +962,46 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
         n = params.get("acceptedLength") if isinstance(params, dict) else getattr(params, "acceptedLength", None)
         if isinstance(n, int) and n > 0:
             ls.stats.inc("partially_accepted_chars", n)
+
+    # next edits (lsp/next_edit.py)
+
+    async def _next_edit(ls: DGemmaServer, params: Any, shape: Callable[[Document, Any], dict[str, Any]]) -> Any:
+        try:
+            uri, line, _ = ne.position_params(params)
+        except ValueError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
+        doc = ls.docs.get(uri)
+        if doc is None:
+            raise JsonRpcInvalidParams(f"{uri} is not open")
+        return shape(doc, await ls.next_edit.suggest(doc, line))
+
+    @ls.feature(ne.NEXT_EDIT_METHOD)
+    async def next_edit(ls: DGemmaServer, params: Any) -> dict[str, Any]:
+        return await _next_edit(ls, params, ne.to_dgemma)
+
+    @ls.feature(ne.COPILOT_INLINE_EDIT_METHOD)
+    async def copilot_inline_edit(ls: DGemmaServer, params: Any) -> dict[str, Any]:
+        return await _next_edit(ls, params, ne.to_copilot)
+
+    @ls.feature(ne.COPILOT_DID_SHOW)
+    def did_show_inline_edit(ls: DGemmaServer, params: Any) -> None:
+        ls.stats.inc("next_edit_shown")
+
+    @ls.command(ne.ACCEPT_COMMAND)
+    def cmd_next_edit_accept(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
+        arg = _plain(_arg(args))
+        uri = arg.get("uri") if isinstance(arg, dict) else None
+        oid = ne.offer_id(arg)
+        if oid is None:
+            raise JsonRpcInvalidParams(f"{ne.ACCEPT_COMMAND} needs [{{id, uri}}] or [id]")
+        return ls.next_edit.accept(oid, ls.docs.get(uri) if isinstance(uri, str) else None)
+
+    @ls.command(ne.REJECT_COMMAND)
+    def cmd_next_edit_reject(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
+        oid = ne.offer_id(_plain(_arg(args)))
+        if oid is None:
+            raise JsonRpcInvalidParams(f"{ne.REJECT_COMMAND} needs [{{id}}] or [id]")
+        return ls.next_edit.reject(oid)
 
     # code actions
 
@@ -1058,6 +1126,13 @@ def create_server(settings: Settings, cli_overrides: dict[str, Any] | None = Non
                 raise JsonRpcInvalidRequest("no fault-injecting backend loaded")
             backend.arm(str(arg.get("mode", "none")), int(arg.get("count", 1)))
             return {"mode": backend.mode, "count": backend.count}
+
+        from .next_edit_testing import SCRIPT_COMMAND
+
+        @ls.command(SCRIPT_COMMAND)
+        def cmd_script_next_edit(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
+            texts = [a for a in (_plain(x) for x in args) if isinstance(a, str)]
+            return {"queued": ls.scripted.script(texts) if ls.scripted else 0}
 
     return ls
 

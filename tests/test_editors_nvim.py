@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent / "editors"))
 from editor_tools import NVIM_PLUGIN, nvim011, nvim012, nvim_test, path_without_server  # noqa: E402
 
@@ -84,5 +86,29 @@ def test_nvim012_first_run_from_loading_to_accepted_fix(tiny_checkpoint: Path, t
         "attached to a buffer without a filetype",
         "no server stderr in the LSP log",
         "the first request was answered while the model loaded",
+    ):
+        assert checks[name]["ok"], name
+
+
+def test_nvim012_next_edit_shown_jumped_accepted_dismissed(
+    tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DGEMMA_LSP_FAULTS", "1")  # the server's test-only scriptNextEdit command
+    data = nvim_test(nvim012(), "test_next_edit012.lua", tiny_checkpoint, tmp_path)
+    checks = data["checks"]
+    for name in (
+        "next edit shown after a pause",
+        "new text shown inline at both sites",
+        "shown on the line the edits change",
+        "buffer unchanged while shown",
+        "jump key moves to the edit",
+        "accept applied every site",
+        "server named the next site",
+        "jump key went to the named site",
+        "request key shows a next edit",
+        "dismiss hides it",
+        "dismiss reported to the server",
+        "broken answer refused by the server",
+        "nothing shown for it",
     ):
         assert checks[name]["ok"], name

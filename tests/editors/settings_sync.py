@@ -55,6 +55,10 @@ DESCRIPTIONS: dict[str, str] = {
     "inline_completion": "Offer inline (ghost text) completions.",
     "diagnostics": "Publish JSON/JSONC/Markdown structure diagnostics.",
     "stream_canvas": "Send dgemma/canvas notifications so the editor can show refining drafts.",
+    "next_edit": "Answer next-edit requests (dgemma/nextEdit, textDocument/copilotInlineEdit).",
+    "next_edit_lines": "Lines around the cursor a next edit may rewrite (fewer when they overflow one canvas).",
+    "edit_history_tokens": "Tokens of the document's recent edits (memory only) shown in next-edit and completion "
+    "prompts; 0 = none.",
     "repair": "Fix structure: auto (model first, validated, deterministic fallback), model or rules only.",
     "repair_attempts": "Model attempts (other seed / more steps) before a fix falls back.",
     "repair_t_min": "Final sampling temperature of a model repair (cooler than completions; the last of three "

@@ -26,6 +26,7 @@ import { fixStructureActions, rewriteActions } from './fix';
 import { doctorCommandLine, findExecutable, missingServerMessage, resolveServerLaunch, ServerLaunch } from './serverCommand';
 import { serverSettings } from './settings';
 import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
+import { NextEditController } from './nextEdit';
 
 const SECTION = 'dgemma';
 const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-userdata' }];
@@ -52,6 +53,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
   });
   context.subscriptions.push(output, statusItem, draftDecoration);
+  // next-edit suggestions (src/nextEdit.ts): asked 600 ms after the last edit, or with alt+n
+  new NextEditController(() => (client?.isRunning() ? client : undefined), () => 600).register(context);
   setStatus({ phase: 'starting' });
   statusItem.show();
 

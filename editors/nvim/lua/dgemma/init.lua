@@ -49,6 +49,8 @@ M.defaults = {
   },
   --- Tell users of Neovim < 0.12 once that ghost text needs 0.12.
   notify_fallback = true,
+  --- Next-edit suggestions (lua/dgemma/next_edit.lua: defaults, keys); false = off.
+  next_edit = {},
 }
 
 M.config = nil ---@type dgemma.Config?
@@ -590,6 +592,9 @@ local function on_attach(client, bufnr)
     vim.notify(M.fallback_message(), vim.log.levels.WARN)
   end
   map_keys(bufnr, cfg.keys or {})
+  if cfg.next_edit ~= false then
+    require('dgemma.next_edit').attach(client, bufnr, cfg.next_edit)
+  end
   local group = api.nvim_create_augroup('dgemma.canvas.' .. bufnr, { clear = true })
   api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave' }, {
     group = group,

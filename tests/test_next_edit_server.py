@@ -1,0 +1,273 @@
+"""End-to-end next-edit suggestions (``dgemma/nextEdit``, ``textDocument/copilotInlineEdit``) against
+``dgemma-lsp --stdio`` with the tiny random-weight DiffusionGemma on CPU.
+
+The tiny model's text is noise, so two kinds of test: with the model's own answer, assertions on the pipeline
+(the region around the cursor, the canvas seeded with it, the edit history in the prompt, no edit outside the
+region); with a scripted answer (``dgemma.test.scriptNextEdit``: the real canvas runs, only its final text is
+replaced, below the server), assertions on what the server offers for a known answer (the diff at every site,
+validation, silence, the jump after an accept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import pytest_asyncio
+from conftest import configure, edit, execute, open_doc, status
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(autouse=True, loop_scope="session")
+async def region_canvas(lsp):  # noqa: ANN001
+    """The suite's 32-token canvases are too small for a 12-line region: one canvas of 192 here."""
+    await configure(lsp, canvasLength=192)
+    yield
+    await configure(lsp)
+
+
+CIRCLE = (
+    "import math\n"
+    "\n"
+    "\n"
+    "def area(r):\n"
+    "    return math.pi * r * r\n"
+    "\n"
+    "\n"
+    "def scaled(r, k):\n"
+    "    return area(r) * k\n"
+    "\n"
+    "\n"
+    "def label():\n"
+    "    return 'circle'\n"
+    "\n"
+    "\n"
+    "def volume(r, h):\n"
+    "    return math.pi * r * r * h\n"
+)
+
+
+def plain(value):  # noqa: ANN001, ANN201
+    """A result as JSON data (pygls hands unknown objects over as namedtuples)."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+async def next_edit(client, uri: str, line: int, character: int = 0, method: str = "dgemma/nextEdit") -> dict:  # noqa: ANN001
+    params = {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}
+    return plain(await client.protocol.send_request_async(method, params))
+
+
+def region_text(text: str, first: int, last: int) -> str:
+    return "\n".join(text.split("\n")[first : last + 1])
+
+
+def apply(text: str, edits: list[dict]) -> str:
+    """Apply LSP edits (ASCII test documents: characters are UTF-16 units)."""
+    lines = text.split("\n")
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+
+    def off(p: dict) -> int:
+        return starts[p["line"]] + p["character"]
+
+    for e in sorted(edits, key=lambda e: off(e["range"]["start"]), reverse=True):
+        a, b = off(e["range"]["start"]), off(e["range"]["end"])
+        text = text[:a] + e.get("newText", e.get("text", "")) + text[b:]
+    return text
+
+
+def inside(rng: dict, region: dict) -> bool:
+    def key(p: dict) -> tuple[int, int]:
+        return p["line"], p["character"]
+
+    return key(region["start"]) <= key(rng["start"]) <= key(rng["end"]) <= key(region["end"])
+
+
+async def rename_def(client, uri: str) -> str:  # noqa: ANN001
+    """Open CIRCLE and rename ``area``'s parameter ``r`` -> ``radius`` on its ``def`` line, keystroke by keystroke."""
+    open_doc(client, uri, CIRCLE)
+    edit(client, uri, 2, (3, 9), (3, 10), "")
+    text = CIRCLE.replace("def area(r):", "def area():")
+    for i, ch in enumerate("radius"):
+        edit(client, uri, 3 + i, (3, 9 + i), (3, 9 + i), ch)
+    return text.replace("def area():", "def area(radius):")
+
+
+async def test_real_model_answer_stays_inside_a_region_seeded_with_its_text(lsp):
+    """The real tiny model's answer: the region holds the cursor line, the canvas is seeded with exactly the
+    region's text, the prompt carries the rename just made, and whatever is offered lies inside the region."""
+    uri = "file:///ne/real.py"
+    text = await rename_def(lsp, uri)
+    res = await next_edit(lsp, uri, 4, 4)
+    assert res["uri"] == uri and res["version"] == 8
+    region = res["region"]
+    assert region["start"]["line"] <= 4 <= region["end"]["line"]
+    canvas = res["canvas"]
+    assert canvas["region"] == region_text(text, region["start"]["line"], region["end"]["line"])
+    assert canvas["seeded"] == "seed_canvas" and canvas["seedTokens"] > 0
+    assert canvas["canvasLength"] >= canvas["seedTokens"] and canvas["pinned"] == []
+    assert "-def area(r):" in canvas["history"] and "+def area(radius):" in canvas["history"]
+    assert res["edits"] or res["reason"], "an answer either offers edits or says why not"
+    assert all(inside(e["range"], region) for e in res["edits"])
+    if res["edits"]:
+        assert res["command"]["command"] == "dgemma.nextEdit.accept" and res["id"]
+
+
+async def test_rename_propagated_to_every_site_of_the_region_in_one_answer(lsp):
+    uri = "file:///ne/rename.py"
+    text = await rename_def(lsp, uri)
+    first, last = 0, 11  # 12 lines, a third above the cursor line 4
+    old = region_text(text, first, last)
+    want = old.replace("math.pi * r * r", "math.pi * radius * radius")
+    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    res = await next_edit(lsp, uri, 4, 4)
+    assert res["reason"] is None, res["reason"]
+    assert res["region"]["start"]["line"] == first and res["region"]["end"]["line"] == last
+    assert len(res["edits"]) == 2  # both sites, minimal edits, from one canvas
+    assert all(e["range"]["start"]["line"] == 4 for e in res["edits"])
+    assert apply(text, res["edits"]) == text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1)
+    # the editor applies the edits, then runs the accept command: the jump names the next site of the old name
+    for i, e in enumerate(sorted(res["edits"], key=lambda e: e["range"]["start"]["character"], reverse=True)):
+        r = e["range"]
+        edit(
+            lsp,
+            uri,
+            9 + i,
+            (r["start"]["line"], r["start"]["character"]),
+            (r["end"]["line"], r["end"]["character"]),
+            e["newText"],
+        )
+    out = plain(await execute(lsp, res["command"]["command"], *res["command"]["arguments"]))
+    assert out["accepted"] is True
+    assert out["jump"] is not None and out["jump"]["line"] > last
+    assert text.split("\n")[out["jump"]["line"]][out["jump"]["character"]] == "r"
+    again = plain(await execute(lsp, "dgemma.nextEdit.accept", res["command"]["arguments"][0]))
+    assert again["accepted"] is False  # an id is accepted once
+
+
+async def test_copilot_shaped_method_returns_one_edit_over_all_sites(lsp):
+    uri = "file:///ne/copilot.py"
+    text = await rename_def(lsp, uri)
+    want = region_text(text, 0, 11).replace("math.pi * r * r", "math.pi * radius * radius")
+    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    res = await next_edit(lsp, uri, 4, 4, method="textDocument/copilotInlineEdit")
+    assert set(res) == {"edits"} and len(res["edits"]) == 1
+    e = res["edits"][0]
+    assert set(e) == {"text", "textDocument", "range", "command"}
+    assert e["textDocument"] == {"uri": uri, "version": 8}
+    assert e["command"]["command"] == "dgemma.nextEdit.accept" and isinstance(e["command"]["arguments"][0], str)
+    assert apply(text, [e]) == text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1)
+    lsp.protocol.notify("textDocument/didShowInlineEdit", {"item": {"command": e["command"]}})
+    out = plain(await execute(lsp, "dgemma.nextEdit.accept", *e["command"]["arguments"]))
+    assert out["accepted"] is True
+    assert (await status(lsp))["stats"]["counts"]["next_edit_shown"] >= 1
+
+
+async def test_silent_when_nothing_should_change(lsp):
+    uri = "file:///ne/silent.py"
+    open_doc(lsp, uri, CIRCLE)
+    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11))
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and res["reason"] == "no change" and res["id"] is None and "command" not in res
+    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11).replace("k\n", "k   \n"))
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and res["reason"].startswith("no change")  # whitespace only
+    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11))
+    res = await next_edit(lsp, uri, 4, method="textDocument/copilotInlineEdit")
+    assert res == {"edits": []}
+
+
+async def test_large_rewrites_and_broken_python_are_not_offered(lsp):
+    uri = "file:///ne/large.py"
+    open_doc(lsp, uri, CIRCLE)
+    await execute(lsp, "dgemma.test.scriptNextEdit", "print('something else entirely')")
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and res["reason"].startswith("too large")
+    broken = region_text(CIRCLE, 0, 11).replace("def scaled(r, k):", "def scaled(r, k:")
+    await execute(lsp, "dgemma.test.scriptNextEdit", broken)
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and "no longer parse as Python" in res["reason"]
+
+
+async def test_invalid_json_is_never_offered(lsp):
+    uri = "file:///ne/config.json"
+    doc = '{\n  "name": "demo",\n  "port": 8080,\n  "health": "http://localhost:8080/health"\n}\n'
+    open_doc(lsp, uri, doc, language="json")
+    edit(lsp, uri, 2, (2, 12), (2, 14), "81")  # the user moves the port: 8080 -> 8081
+    doc = doc.replace('"port": 8080', '"port": 8081')
+    region = region_text(doc, 0, 5)
+    broken = region.replace('localhost:8080/health"', "localhost:8081/health")  # the closing quote lost
+    await execute(lsp, "dgemma.test.scriptNextEdit", broken)
+    res = await next_edit(lsp, uri, 3)
+    assert res["edits"] == [] and res["reason"].startswith("invalid"), res["reason"]
+    await execute(lsp, "dgemma.test.scriptNextEdit", region.replace("localhost:8080", "localhost:8081"))
+    res = await next_edit(lsp, uri, 3)
+    assert res["reason"] is None and json.loads(apply(doc, res["edits"]))["health"].endswith(":8081/health")
+
+
+async def test_a_change_unlike_the_recent_edits_is_not_offered(lsp):
+    """The model's own idea (here: a valid, small change nobody asked for) is withheld; so is any change in a
+    document with no recent edits."""
+    uri = "file:///ne/unrelated.py"
+    text = await rename_def(lsp, uri)
+    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(text, 0, 11).replace("def label():", "def title():"))
+    res = await next_edit(lsp, uri, 4)
+    assert res["edits"] == [] and res["reason"].startswith("unrelated")
+    fresh = "file:///ne/fresh.py"
+    open_doc(lsp, fresh, CIRCLE)
+    want = region_text(CIRCLE, 0, 11).replace("math.pi * r * r", "math.pi * r ** 2")
+    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    res = await next_edit(lsp, fresh, 4)
+    assert res["edits"] == [] and res["reason"].startswith("unrelated")
+
+
+async def test_a_newer_edit_cancels_the_running_suggestion(lsp):
+    uri = "file:///ne/cancel.py"
+    open_doc(lsp, uri, CIRCLE)
+    await execute(lsp, "dgemma.test.setFault", {"mode": "hang", "count": 1})
+    t0 = time.monotonic()
+    task = asyncio.ensure_future(next_edit(lsp, uri, 4))
+    await asyncio.sleep(0.3)
+    edit(lsp, uri, 2, (12, 12), (12, 12), "s")
+    res = await asyncio.wait_for(task, 10)
+    assert res["edits"] == [] and res["reason"].startswith("superseded")
+    assert time.monotonic() - t0 < 10
+    st = await status(lsp)
+    assert st["stats"]["counts"]["next_edit_superseded"] >= 1
+
+
+async def test_bad_params_get_an_error_and_the_server_lives(lsp):
+    with pytest.raises(Exception, match="textDocument"):
+        await lsp.protocol.send_request_async("dgemma/nextEdit", {"position": {"line": 0, "character": 0}})
+    with pytest.raises(Exception, match="not open"):
+        await next_edit(lsp, "file:///ne/unknown.py", 0)
+    uri = "file:///ne/past.py"
+    open_doc(lsp, uri, "x = 1\n")
+    res = await next_edit(lsp, uri, 99)
+    assert res["edits"] == [] and "outside the document" in res["reason"]
+    assert (await status(lsp))["backend"]["state"] == "ready"
+
+
+async def test_initialize_lists_the_next_edit_commands(lsp):
+    cmds = lsp.init_result.capabilities.execute_command_provider.commands
+    assert "dgemma.nextEdit.accept" in cmds and "dgemma.nextEdit.reject" in cmds
+
+
+async def test_reject_is_counted(lsp):
+    uri = "file:///ne/reject.py"
+    text = await rename_def(lsp, uri)
+    want = region_text(text, 0, 11).replace("math.pi * r * r", "math.pi * radius * radius")
+    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    res = await next_edit(lsp, uri, 4)
+    assert res["dismissCommand"]["command"] == "dgemma.nextEdit.reject"
+    out = plain(await execute(lsp, "dgemma.nextEdit.reject", *res["dismissCommand"]["arguments"]))
+    assert out == {"rejected": True}
+    assert (await status(lsp))["stats"]["counts"]["next_edit_rejected"] >= 1
