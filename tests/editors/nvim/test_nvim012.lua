@@ -10,7 +10,9 @@ local api = vim.api
 H.run(function()
   H.check('neovim is 0.12+', vim.fn.has('nvim-0.12') == 1, tostring(vim.version()))
   local dgemma = H.load_plugin()
-  dgemma.setup({ cmd = H.server_cmd(), settings = { debounceMs = 0 } })
+  -- Next edits ask on their own after each pause; this test drives the ghost text alone (test_next_edit012.lua
+  -- drives next edits), so their requests do not interleave with the accept keys' timing.
+  dgemma.setup({ cmd = H.server_cmd(), settings = { debounceMs = 0 }, next_edit = { auto = false } })
 
   -- 1. attach ------------------------------------------------------------------------------------------------
   local py = H.write_file('calc.py', 'def add(a, b):\n    """Add two numbers."""\n    return \n')
