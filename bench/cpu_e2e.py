@@ -121,6 +121,70 @@ def keystrokes(text: str) -> list[str]:
     return out
 
 
+async def replay_typing(
+    client: BenchClient,
+    uri: str,
+    functions: list[str],
+    start: tuple[int, int, int],
+    *,
+    max_keys: int | None,
+    gap_ms: str,
+    pause_ms: float,
+    rng: random.Random,
+    make_key: Any = Key,
+) -> list[Any]:
+    """Type ``functions`` into ``uri`` from ``start`` (line, column, document version) as an editor does.
+
+    One edit and one inline-completion request per keystroke, ``gap_ms`` ("LO-HI") apart, a pause of ``pause_ms``
+    after each function; a keystroke cancels the requests still open ($/cancelRequest). Returns one ``make_key(index,
+    t_key, msg_id)`` per keystroke, its ``t_resp`` / ``items`` / ``outcome`` filled in once answered.
+    """
+    line, col, version = start
+    keys: list[Any] = []
+    pending: dict[str, asyncio.Future] = {}
+    waiters: list[asyncio.Task] = []
+    lo, hi = (float(x) for x in gap_ms.split("-"))
+
+    async def watch(k: Any, fut: asyncio.Future) -> None:
+        try:
+            items = await fut
+            k.t_resp, k.items = time.perf_counter(), len(items or [])
+            k.outcome = "suggestion" if k.items else "empty"
+        except Exception as exc:  # RequestCancelled (-32800) after our $/cancelRequest, or a server error
+            k.t_resp = time.perf_counter()
+            k.outcome = "cancelled" if "cancel" in str(exc).lower() or "-32800" in str(exc) else "error"
+        finally:
+            pending.pop(k.msg_id, None)
+
+    for fn in functions:
+        if max_keys is not None and len(keys) >= max_keys:
+            break
+        for stroke in keystrokes(fn):
+            if max_keys is not None and len(keys) >= max_keys:
+                break
+            for mid, fut in list(pending.items()):
+                if not fut.done():
+                    client.cancel(mid)
+            version += 1
+            t_key = time.perf_counter()
+            client.edit(uri, version, (line, col), (line, col), stroke)
+            if "\n" in stroke:
+                line += stroke.count("\n")
+                col = len(stroke.rsplit("\n", 1)[1])
+            else:
+                col += len(stroke)
+            mid, fut = client.complete(uri, line, col)
+            k = make_key(len(keys), t_key, mid)
+            keys.append(k)
+            pending[mid] = fut
+            waiters.append(asyncio.ensure_future(watch(k, fut)))
+            await asyncio.sleep(rng.uniform(lo, hi) / 1000)
+        await asyncio.sleep(pause_ms / 1000)  # the user stops and reads after each function
+    if waiters:
+        await asyncio.wait(waiters, timeout=120)
+    return keys
+
+
 def resolve_model(name: str) -> Path | None:
     if name == "tiny":
         from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
@@ -148,54 +212,10 @@ async def session(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     await client.probe(uri)
     st0 = await client.status()
     eff = st0["settings"]
-    line = text.count("\n")
-    col = 0
-    version = 1
-    keys: list[Key] = []
-    pending: dict[str, tuple[Key, asyncio.Future]] = {}
-    waiters: list[asyncio.Task] = []
-    lo, hi = (float(x) for x in args.gap_ms.split("-"))
-
-    async def watch(k: Key, fut: asyncio.Future) -> None:
-        try:
-            items = await fut
-            k.t_resp = time.perf_counter()
-            k.items = len(items or [])
-            k.outcome = "suggestion" if k.items else "empty"
-        except Exception as exc:  # RequestCancelled (-32800) after our $/cancelRequest, or a server error
-            k.t_resp = time.perf_counter()
-            k.outcome = "cancelled" if "cancel" in str(exc).lower() or "-32800" in str(exc) else "error"
-        finally:
-            pending.pop(k.msg_id, None)
-
-    functions = FUNCTIONS[: args.functions]
-    budget = args.max_keys
-    for fn in functions:
-        if budget is not None and len(keys) >= budget:
-            break
-        for stroke in keystrokes(fn):
-            if budget is not None and len(keys) >= budget:
-                break
-            for mid, (_k, fut) in list(pending.items()):
-                if not fut.done():
-                    client.cancel(mid)
-            version += 1
-            t_key = time.perf_counter()
-            client.edit(uri, version, (line, col), (line, col), stroke)
-            if "\n" in stroke:
-                line += stroke.count("\n")
-                col = len(stroke.rsplit("\n", 1)[1])
-            else:
-                col += len(stroke)
-            mid, fut = client.complete(uri, line, col)
-            k = Key(len(keys), t_key, mid)
-            keys.append(k)
-            pending[mid] = (k, fut)
-            waiters.append(asyncio.ensure_future(watch(k, fut)))
-            await asyncio.sleep(rng.uniform(lo, hi) / 1000)
-        await asyncio.sleep(args.pause_ms / 1000)  # the user stops and reads after each function
-    if waiters:
-        await asyncio.wait(waiters, timeout=120)
+    keys = await replay_typing(
+        client, uri, FUNCTIONS[: args.functions], (text.count("\n"), 0, 1), max_keys=args.max_keys,
+        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng,
+    )
     st = await client.status()
     hwm, _ = peak_rss_mib(client.pid)
     await client.stop()

@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, BenchClient, fmt, machine, machine_line, percentile  # noqa: E402
-from cpu_e2e import FUNCTIONS, VISIBLE_MS, keystrokes  # noqa: E402
+from cpu_e2e import FUNCTIONS, VISIBLE_MS, replay_typing  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "diffusiongemma-26b-a4b"
 DEFAULT_GPU_CONFIGS = (
@@ -136,48 +136,10 @@ async def session(server_args: list[str], settings: dict[str, Any], args: argpar
     client.edit(uri, version, (line, 0), (line, col), "")  # undo it: typing starts on the empty last line
     col = 0
     st0 = await client.status()
-    keys: list[Key] = []
-    pending: dict[str, asyncio.Future] = {}
-    waiters: list[asyncio.Task] = []
-    lo, hi = (float(x) for x in args.gap_ms.split("-"))
-
-    async def watch(k: Key, f: asyncio.Future) -> None:
-        try:
-            items = await f
-            k.t_resp, k.items = time.perf_counter(), len(items or [])
-            k.outcome = "suggestion" if k.items else "empty"
-        except Exception as exc:  # RequestCancelled (-32800) after our $/cancelRequest, or a server error
-            k.t_resp = time.perf_counter()
-            k.outcome = "cancelled" if "cancel" in str(exc).lower() or "-32800" in str(exc) else "error"
-        finally:
-            pending.pop(k.msg_id, None)
-
-    for fn in FUNCTIONS[: args.functions]:
-        if len(keys) >= args.max_keys:
-            break
-        for stroke in keystrokes(fn):
-            if len(keys) >= args.max_keys:
-                break
-            for m, f in list(pending.items()):
-                if not f.done():
-                    client.cancel(m)
-            version += 1
-            t_key = time.perf_counter()
-            client.edit(uri, version, (line, col), (line, col), stroke)
-            if "\n" in stroke:
-                line += stroke.count("\n")
-                col = len(stroke.rsplit("\n", 1)[1])
-            else:
-                col += len(stroke)
-            m, f = client.complete(uri, line, col)
-            k = Key(len(keys), t_key, m)
-            keys.append(k)
-            pending[m] = f
-            waiters.append(asyncio.ensure_future(watch(k, f)))
-            await asyncio.sleep(rng.uniform(lo, hi) / 1000)
-        await asyncio.sleep(args.pause_ms / 1000)
-    if waiters:
-        await asyncio.wait(waiters, timeout=120)
+    keys = await replay_typing(
+        client, uri, FUNCTIONS[: args.functions], (line, col, version), max_keys=args.max_keys,
+        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng, make_key=Key,
+    )
     st = await client.status()
     alive = client.client._server is not None and client.client._server.returncode is None
     await client.stop()
