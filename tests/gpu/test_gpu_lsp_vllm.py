@@ -307,8 +307,13 @@ async def test_fix_structure_on_the_engine(lsp):
     uri = "file:///gpu/broken.json"
     text = '{"name": "demo", "tags": ["a", "b",], "size": 3,}\n'
     lspc.open_doc(lsp, uri, text, "json")
+    # `repair = "auto"` answers this document with the deterministic rules and never asks the model; ask for it
+    await lspc.configure(lsp, **(SETTINGS | {"repair": "model"}))
     started0 = (await lspc.status(lsp))["stats"]["counts"].get("generations_started", 0)
-    result = await asyncio.wait_for(lspc.execute(lsp, "dgemma.fixStructure", {"uri": uri}), 120)
+    try:
+        result = await asyncio.wait_for(lspc.execute(lsp, "dgemma.fixStructure", {"uri": uri}), 120)
+    finally:
+        await lspc.configure(lsp, **SETTINGS)
     started = (await lspc.status(lsp))["stats"]["counts"].get("generations_started", 0) - started0
     print(f"[{MODEL}] fix structure: {result} after {started} model generations")
     assert started >= 1  # the model path ran on the engine
