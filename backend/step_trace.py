@@ -1,8 +1,8 @@
 """Where a denoising step's host time goes: the engine's per-step gap (``DGEMMA_STEP_TRACE``, off by default).
 
-On the H200 a batch-4 step measures ~0.3 ms longer than its kernels (sessions 19-20: ~19.0 against 18.7 ms), and the
+On the H200 a batch-4 step measures ~0.3 ms longer than its kernels (~19.0 against 18.7 ms), and the
 profile shows one GPU gap a step, right before the model's CUDA graph. With vLLM's async scheduling the host should
-prepare step N+1 while the GPU runs step N; this tells whether it does (session 21: the GPU had finished the previous
+prepare step N+1 while the GPU runs step N; this tells whether it does (measured: the GPU had finished the previous
 step when the host got there in 16-22% of steps, so mostly it does). This records, per step,
 whether the GPU had already finished the previous step's sampling when the host reached the model's inputs (our
 model state's ``prepare_inputs``, after the runner's own input copies; ``query()`` on the event our sampler records

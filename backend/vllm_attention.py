@@ -1,8 +1,8 @@
 """Attention tiles for DiffusionGemma's canvas passes on Hopper (the plugin's ``attention`` piece, vLLM 0.26-0.31).
 
 A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM 0.26 launches its unified attention
-kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md, session
-8) attention took 3.9 of a step's 15.7 ms of kernel time at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP.
+kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md),
+attention took 3.9 of a step's 15.7 ms of kernel time at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP.
 vLLM ships wider tiles for exactly this shape, but only on Blackwell (``tuned_large_head`` in
 ``triton_unified_attention.py``). This module launches the same vLLM kernel with tiles chosen per head size (a sweep
 on the GPU picks them, ``bench/gpu_step.py --parts attention``), through a registry entry: ``TRITON_ATTN`` resolves to
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 TILES_ENV = "DGEMMA_ATTN_TILES"
 # head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages): the fastest of the sweep on the
-# H200 (bench/RESULTS.md, session 8; 256 happens to be vLLM's own Blackwell tuning); 512 = the full-attention layers
+# H200 (bench/RESULTS.md; 256 happens to be vLLM's own Blackwell tuning); 512 = the full-attention layers
 DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
 
 
@@ -109,7 +109,7 @@ WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
 # fill the GPU's SMs, from static shapes)
 WideTiles = tuple[int, int, int, int, int, int]
-# (largest call in query rows or None for the rest, tiles), first match wins: the H200 sweep's picks (session 13, C13):
+# (largest call in query rows or None for the rest, tiles), first match wins: the H200 sweep's picks:
 # one canvas splits its key ranges in two (0.078 ms per call against 0.117 unsplit, 0.151 for vLLM's launch), four
 # canvases take as many splits as fill the SMs (0.237 ms, the same as unsplit; vLLM 0.567)
 DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
@@ -329,8 +329,8 @@ def fa3_canvas_attention(
     side (as ``kernel_unified_attention`` masks non-causal sliding windows). ``causal`` is a bool or one flag per
     request (a tensor, read on the GPU only, so CUDA graphs can hold the call): then a bidirectional and a causal
     pass run, each over the rows of its own requests only (FA3's ``seqused_q``; the other pass leaves them alone), so
-    the two cost about one. (The first version ran both passes over every row and selected after: against session 8's
-    plugin on the same H200 it took batch 1 from 14.49 to 15.04 ms, this one from 14.22 to 13.94; session 11.)
+    the two cost about one. (The first version ran both passes over every row and selected after: against the
+    plugin without FA3 on the same H200 it took batch 1 from 14.49 to 15.04 ms, this one from 14.22 to 13.94.)
     ``plans``: the passes' scheduler metadata (:func:`fa3_plan`; one for a bool ``causal``, bidirectional then causal
     for flags), or None."""
 
@@ -559,7 +559,7 @@ def _build_classes() -> dict[str, Any]:
                 rows = kept["rows"]
                 plans = None
                 # only inside a CUDA graph capture: replays recompute them in the graph; in an eager step (prompt
-                # prefill) making them cost the H200 ~20 ms of first-draft latency (session 13)
+                # prefill) making them cost the H200 ~20 ms of first-draft latency
                 if fa3_plan_on and torch.cuda.is_current_stream_capturing():
                     shape = (query.shape[1], key_cache.shape[1:], tuple(self.sliding_window), self.logits_soft_cap,
                              md.block_table.shape[1], md.max_query_len)  # fmt: skip

@@ -165,7 +165,7 @@ def inductor_compile_config(environ: dict[str, str] | None = None) -> dict[str, 
 
     ``DGEMMA_INDUCTOR_CDT`` (on by default): coordinate-descent tuning of the Triton kernels inductor generates (the
     fused norm + fp8-quantize reductions); H200, FP8 variant, batch 4: 0.10 ms a step less in those kernels, ~35 s
-    more on the first, uncached compile (bench/RESULTS.md, session 18).
+    more on the first, uncached compile (bench/RESULTS.md).
     """
     env = os.environ if environ is None else environ
     if parse_switch(INDUCTOR_CDT_ENV, env.get(INDUCTOR_CDT_ENV)):
@@ -300,16 +300,16 @@ class _DraftTap:
             os.unlink(path)
 
 
-# The warm-up's prompt lengths (tokens). On the H200 (session 15) one 16-token prompt cut the first 1k-context
+# The warm-up's prompt lengths (tokens). On the H200 one 16-token prompt cut the first 1k-context
 # suggestion after start from 5.6 s to 1.9 s, not to the steady ~145 ms: a 1k prefill and canvas attention over 1k
 # keys still compiled kernels on first use; with 16, 1001 and 1024 the first 1k suggestion took 136 ms. The first
-# suggestion over 1337 or 1777 tokens still paid ~1.9 s once (sessions 16-17; 3000 and 8000 did not), and prompts of
+# suggestion over 1337 or 1777 tokens still paid ~1.9 s once (3000 and 8000 did not), and prompts of
 # 1500 and 2048 did not help. What explains all of it: a prefill of at most 1024 tokens runs in a CUDA graph padded
 # to a captured size (1001 runs as 1024), a longer one runs eagerly at its own size; Triton specializes integer
 # arguments (a token count, or 8 times it for the MoE's top-8) on divisibility by 16, and the fused MoE picks its
 # tile config by the size nearest its tuned keys (1024 or 2048 here). No warm-up prompt had an odd length over 1024
 # (1500 and 2048 are even; 3000 and 8000 come in chunks of 2048 and a remainder). So: odd, even and multiple-of-16
-# lengths in both tile buckets over 1024. Session 18 (H200): the first suggestion over 1337 tokens 168.5 ms (was
+# lengths in both tile buckets over 1024. With them (H200): the first suggestion over 1337 tokens 168.5 ms (was
 # 2043), over 1777 tokens 170.6 ms (was 1804); the warm-up 7.8 s (6.0 with the first three).
 WARM_UP_PROMPT_LENGTHS = (16, 1001, 1024, 1101, 1102, 1104, 1801, 1802)
 
@@ -346,7 +346,7 @@ class VLLMBackend:
         self.max_denoising_steps = max_denoising_steps
         self.max_num_seqs = check_max_num_seqs(max_num_seqs)
         # vLLM picks CUTLASS's grouped GEMM for the FP8 variant's experts (per-channel weights, per-token
-        # activations) on the H200, where Triton's fused MoE measured faster (session 15: 10.41 / 20.56 ms per step
+        # activations) on the H200, where Triton's fused MoE measured faster (10.41 / 20.56 ms per step
         # at batch 1 / 4 against 11.17 / 22.37); "auto" keeps vLLM's pick, which other GPUs and formats may need
         self.moe_backend = check_moe_backend(moe_backend)
         if not 0.05 <= gpu_memory_utilization <= 0.98:

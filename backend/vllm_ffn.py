@@ -12,7 +12,7 @@ How it reaches the model: our model class (a registry entry, the ``sampler`` pie
 whose forward is vLLM 0.26's with the two branches going through the op. It does so only when vLLM's layer forward is
 the one this copy was written against (:data:`KNOWN_FORWARDS`, a hash of its source): any other version keeps its own.
 
-Measured on the H200 (bench/RESULTS.md, session 14): same tokens, no denoising step faster (most likely the fused-MoE
+Measured on the H200 (bench/RESULTS.md): same tokens, no denoising step faster (most likely the fused-MoE
 kernel's grid leaves no SM for the MLP's GEMM), commit steps slower; so the piece is opt-in.
 
 ``DGEMMA_FFN_OVERLAP_MIN_TOKENS`` (default 0): calls with fewer tokens run the branches in order on one stream.

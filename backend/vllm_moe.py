@@ -4,7 +4,7 @@ With fp8 weights and per-token fp8 activations (the FP8 variant's FP8_DYNAMIC sc
 experts (``vllm_moe_backend: triton``), each MoE layer quantizes its input with vLLM's per-token kernel in the
 prepare step, runs the experts' first GEMM, the gated activation, the per-token kernel again on the 8x wider
 intermediate, and the second GEMM: 1.47 ms of quantizer and activation kernels a step at batch 4 on the H200
-(bench/RESULTS.md, session 16). Here :func:`fused_experts_fp8` quantizes the input with
+(bench/RESULTS.md). Here :func:`fused_experts_fp8` quantizes the input with
 :func:`~.kernels.act_quant.act_quant` and computes ``act(gate) * up`` and its quantization in one launch (0.60 ms
 a step); the GEMMs, routing and reduction are vLLM's own calls with the same arguments, and the quantized values are
 the same numbers (GPU tests: bit for bit against vLLM's quantizer). Measured: batch 4 20.51 -> 19.59 ms, batch 1
@@ -30,7 +30,7 @@ from .vllm_attention import check_powers_of_two, parse_sized, parse_switch, size
 
 # vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
 ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
-# On by default (session 18, H200, batch 4: 0.12 ms a step less; off: DGEMMA_MOE_GATED_GEMM=0): the first expert GEMM
+# On by default (H200, batch 4: 0.12 ms a step less; off: DGEMMA_MOE_GATED_GEMM=0): the first expert GEMM
 # writes act(gate) * up itself (.kernels.moe_gated), half the intermediate's bytes; only where vLLM's config has blocks
 # of >= 64 rows (below that vLLM's kernel swaps its operands on the H200, which this one does not). Read once, by
 # install(): the MoE forward runs inside CUDA graphs.
@@ -80,7 +80,7 @@ def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
 
 # The second expert GEMM: its tiles (vLLM's kernel or the summing one) and the top-k sum in its epilogue
 # (.kernels.moe_down: float32 atomic adds instead of writing tokens x top-k rows that moe_sum reads back). Off: on the
-# H200 at batch 4 the step was 0.2-0.3 ms slower with it (session 19). Only where the gated GEMM may run too (blocks
+# H200 at batch 4 the step was 0.2-0.3 ms slower with it. Only where the gated GEMM may run too (blocks
 # of >= 64 rows, no expert map, no bias).
 DOWN_SUM_ENV = "DGEMMA_MOE_DOWN_SUM"
 DOWN_TILES_ENV = "DGEMMA_MOE_DOWN_TILES"

@@ -17,7 +17,7 @@ the opt-in ``ffn_overlap``; ``all``: every piece):
   same whatever else is in the batch; vLLM refuses ``SamplingParams.seed`` for diffusion models).
 * ``softcap`` — the final-logit softcap (tanh, 30) moves into the row kernel: the model hands the sampler the
   lm_head's logits uncapped instead of a capped fp32 copy. Steps that go to vLLM's own sampler (logprobs, tensor
-  parallelism) get the capped logits. On the H200 it made no measurable difference (bench/RESULTS.md, session 11).
+  parallelism) get the capped logits. On the H200 it made no measurable difference (bench/RESULTS.md).
 * ``state_kernel`` — the request bookkeeping around a denoising step runs as two Triton launches
   (:mod:`.kernels.canvas_state`) instead of ~110 small PyTorch ops: before it the per-row temperature, noise seeds
   and pins; after it the step counter, next canvas, stability ring, convergence and what the step emits.
@@ -29,7 +29,7 @@ the opt-in ``ffn_overlap``; ``all``: every piece):
   default.
 * ``sc_batch`` — the self-conditioning MLP runs once over all of a step's canvases instead of once per request
   (:mod:`.vllm_selfcond`; our model state overrides vLLM's per-request loop where the canvases' rows lie back to
-  back). H200, FP8 variant, batch 4: 19.02 -> 18.72 ms a step (session 21, medians of five runs without it and four
+  back). H200, FP8 variant, batch 4: 19.02 -> 18.72 ms a step (medians of five runs without it and four
   with it, interleaved); batch 1 unchanged (one canvas is one call either way).
 * ``draft_tap`` — requests with ``extra_args["dgemma_draft_tap"]`` push each step's argmax canvas (the draft) to
   the zmq address in ``DGEMMA_DRAFT_TAP`` (the vllm backend binds it), so drafts stream from vLLM too.
@@ -40,7 +40,7 @@ the opt-in ``ffn_overlap``; ``all``: every piece):
   gated activation fused into the second (:mod:`.vllm_moe`), instead of vLLM's quantizer twice and an activation
   launch that writes the 8x wider intermediate in bf16 (H200, batch 4: 1.47 -> 0.60 ms of kernels a step). Where
   vLLM's config has blocks of >= 64 rows (batch 4) the experts' first GEMM writes ``act(gate) * up`` itself
-  (``DGEMMA_MOE_GATED_GEMM``, on; session 18: 0.12 ms a step less). Other configurations are left alone.
+  (``DGEMMA_MOE_GATED_GEMM``, on; 0.12 ms a step less). Other configurations are left alone.
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
@@ -74,7 +74,7 @@ ALL_FEATURES = frozenset(
         "sc_batch",
     }
 )
-# opt-in pieces: ffn_overlap measured no gain on the H200 (bench/RESULTS.md, session 14), kept for other GPUs and
+# opt-in pieces: ffn_overlap measured no gain on the H200 (bench/RESULTS.md), kept for other GPUs and
 # trained weights
 OPT_IN_FEATURES = frozenset({"ffn_overlap"})
 DEFAULT_FEATURES = ALL_FEATURES - OPT_IN_FEATURES

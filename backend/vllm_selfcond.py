@@ -4,7 +4,7 @@ vLLM 0.26's DiffusionGemma model state runs the self-conditioning MLP (pre-norm,
 2816 x 2112, GELU, post-norm) once per denoising request, eagerly, before the model's CUDA graph: at batch 4 that is
 four rounds of ~10 small launches a step, each reading the MLP's 36 MB of weights, on the host's path to the graph.
 The MLP works row by row, so when the requests' canvases lie back to back in the batch (the usual denoising step)
-one call over their rows gives the same rows. H200, FP8 variant, batch 4 (bench/RESULTS.md, session 21): 19.02 ->
+one call over their rows gives the same rows. H200, FP8 variant, batch 4 (bench/RESULTS.md): 19.02 ->
 18.72 ms a step, 941 -> 874 launches, 0.17 ms less kernel time and less idle time before the graph.
 """
 

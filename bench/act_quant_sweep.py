@@ -3,7 +3,7 @@ kernels and a plain copy of the same bytes, at the MoE's batch-4 shapes of Diffu
 
     python3 bench/act_quant_sweep.py [--out rows.jsonl]     (needs CUDA; vLLM for its baselines)
 
-Session 16 ran it at 15f9e98, where the kernel could also divide per entry (``div_rn`` in its rows); the shipped
+It ran on the H200 at 15f9e98, where the kernel could also divide per entry (``div_rn`` in its rows); the shipped
 kernel divides once a row. Prints one JSON row per candidate: microseconds a call (median of
 triton.testing.do_bench) and the bandwidth its reads + writes imply."""
 

@@ -5,8 +5,8 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
 * ``floors``  — measured copy bandwidth and bf16 matmul rate, and from them each step's floor (weight bytes the
   step must read, counting the experts its tokens touch, over bandwidth; FLOPs over the matmul rate).
 * ``parts_floor`` — no GPU: a step's floor part by part when the parts run one after another
-  (:func:`step_parts_floor`), at the H200's data-sheet peaks and at the ceilings session 3 measured on it, with
-  bf16 weights and with the FP8 variant's.
+  (:func:`step_parts_floor`), at the H200's data-sheet peaks and at the ceilings the ``floors`` part measured on
+  it, with bf16 weights and with the FP8 variant's.
 * ``kernels`` — the sampling part of one step alone (vocab 262144): vLLM 0.26's pipeline (its
   ``_compiled_sample_step`` phases re-stated in PyTorch, eager and ``torch.compile``) vs our two Triton kernels.
 * ``transformers`` — transformers 5.x built from the real config in bf16 on the GPU: prefill 1k/8k and one
@@ -22,7 +22,7 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
   (``DGEMMA_ATTN_*`` exports, the head-512 kernel's per call size).
 
 ``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
-denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin as sessions 8 / 12 left it, for a same-run comparison),
+denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin without its later pieces, for a same-run comparison),
 ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
 ``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
 scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
@@ -229,7 +229,7 @@ KERNEL_VARIANTS = {  # name -> (splits, block_v, sample) of our row kernel; the 
     "ours_bv1024": (1, 1024, "gumbel"),
     "ours_bv4096": (1, 4096, "gumbel"),
     "ours_split_bv1024": (None, 1024, "gumbel"),
-    # session 16 (not run yet): one uniform a row, inverse CDF in the probabilities pass (DGEMMA_KERNEL_SAMPLE=cdf)
+    # not run yet: one uniform a row, inverse CDF in the probabilities pass (DGEMMA_KERNEL_SAMPLE=cdf)
     "ours_cdf": (1, 2048, "cdf"),
     "ours_cdf_bv1024": (1, 1024, "cdf"),
 }
@@ -282,15 +282,15 @@ ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against
           (16, 64, 8, 1), (64, 64, 8, 1)],
 }  # fmt: skip
 WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
-    # (block_m, block_n, d_split, warps, stages, kv_splits; 0 = fill the SMs). Session 12's first sweep (C12) ranked
+    # (block_m, block_n, d_split, warps, stages, kv_splits; 0 = fill the SMs). The first sweep ranked
     # 128:64:2:8:1 first, then 128:32:4:8:2 and 128:32:2:8:2; shared memory on sm_90 ruled out 64:64:2:*:2, 128:64:2:8:2
     (128, 64, 2, 8, 1, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0), (128, 64, 2, 8, 1, 4),
     (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
-    # session 12's second sweep (E12): 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
+    # the second sweep: 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
     (128, 32, 2, 8, 2, 4), (128, 64, 4, 8, 1, 2),
-    # session 17: at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third nearly
+    # at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third nearly
     # empty), and d_split 2 computes each QK^T twice; 64-row blocks make 528 (4.0 waves); d_split 1 computes QK^T
-    # once, if its 64 x 512 fp32 accumulator fits. Run in session 18 (S17): all slower, the best 0.3156 ms a call at
+    # once, if its 64 x 512 fp32 accumulator fits. Measured: all slower, the best 0.3156 ms a call at
     # four canvases against the shipped pick's 0.2366
     (64, 64, 2, 8, 1, 1), (64, 32, 2, 4, 2, 1), (64, 64, 2, 4, 1, 1), (64, 64, 1, 8, 1, 1), (64, 32, 1, 8, 1, 1),
     (128, 32, 1, 8, 1, 1),
@@ -621,8 +621,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         max_model_len=16384,
         enable_prefix_caching=True,
         enforce_eager=args.eager,
-        # fp8: vLLM quantizes the bf16 weights as they load (per-tensor scales; dynamic activation scales), the
-        # stand-in of sessions 13-14 for the FP8 variant, whose weights cannot be downloaded; fp8_dynamic (above)
+        # fp8: vLLM quantizes the bf16 weights as they load (per-tensor scales; dynamic activation scales), a
+        # stand-in for the FP8 variant, whose weights cannot be downloaded; fp8_dynamic (above)
         # builds the variant's own scheme (per-channel weights, per-token activations)
         quantization=quantization,
         **graph_kw,
@@ -683,10 +683,10 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 
 
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
-    # our denoising kernels; until session 13 "_combine" here also caught the head-512 kernel's _combine_kernel
+    # our denoising kernels (not "_combine": that is also the head-512 kernel's _combine_kernel)
     ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_state_kernel", "_inputs_kernel")),
     # per-token fp8 activation quantization (FP8 variant): vLLM's kernel, ours (moe_quant), and inductor's fused
-    # norm/activation + quantize reductions, named after the scaled_mm they feed (until session 16: "other" and "gemm")
+    # norm/activation + quantize reductions, named after the scaled_mm they feed
     ("quant", ("_act_quant", "fp8_quant", "scaled_mm_div")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
     # _wide_ / _combine_kernel: our head-512 kernel and its split-key combine
@@ -708,7 +708,7 @@ def kernel_category(name: str) -> str:
 def idle_gaps(kern: list[dict], n_steps: int, min_us: float = 5.0, top: int = 8) -> dict:
     """Where the GPU runs no kernel between the first and the last one of the trace: idle time per step (the span
     less the union of the kernels' intervals, so kernels overlapping on two streams count once) and the largest
-    gaps of at least ``min_us`` grouped by the kernels on either side (per step: count, ms). Session 17: a step at
+    gaps of at least ``min_us`` grouped by the kernels on either side (per step: count, ms). On the H200 a step at
     batch 4 took 19.33 ms against 18.93 ms of kernels, and the profile did not say where the rest went."""
     spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in kern)
     idle = 0.0
@@ -927,14 +927,14 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
                                                   "--also-detok-off"]),
         ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                "--no-detok", "--graph-sizes"]),
-        # session 8's plugin: no FA3, softcap outside the row kernel (the same run measures what they changed)
+        # the plugin without FA3, softcap outside the row kernel (the same run measures what they changed)
         ("ours_s8", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3": "off", "DGEMMA_ATTN_TILES": "256:32:128:8:2,512:32:32:4:2",
                      "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,moe_config,attention"},
          ["--child", "engine", "--label", "ours_s8", "--canvas", "256", "--no-detok", "--graph-sizes"]),
         ("profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--profile", "--only-profile"]),
-        # session 12's plugin (no request-state kernel, FA3 planning per pass, one head-512 tiling for all sizes):
-        # the same run measures what session 13 changed
+        # the plugin without the request-state kernel, with FA3 planning per pass and one head-512 tiling for all
+        # sizes: the same run measures what those change
         ("ours_s12", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3_PLAN": "off", "DGEMMA_ATTN_WIDE": "128:64:2:8:1:1",
                       "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,moe_config,attention"},
          ["--child", "engine", "--label", "ours_s12", "--canvas", "256", "--no-detok", "--graph-sizes",
@@ -945,33 +945,32 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         ("ours_fp8", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--quantization", "fp8",
                                                   "--shapes", "1024x1,1024x4"]),
-        # session 14: the opt-in dense MLP beside the MoE (``ffn_overlap``; every plugin piece on); fp8 timed and
-        # profiled in one engine. (Session 14's D14 ran this piece as the default under ``ours`` and measured
-        # ``ours_noovl`` = every piece but it.)
+        # the opt-in dense MLP beside the MoE (``ffn_overlap``; every plugin piece on); fp8 timed and profiled in
+        # one engine
         ("ours_ffn_overlap", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES": "all"},
          ["--child", "engine", "--label", "ours_ffn_overlap", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--shapes", "1024x1,1024x4"]),
         ("ours_fp8_profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas",
                                                           "256", "--no-detok", "--graph-sizes", "--quantization",
                                                           "fp8", "--shapes", "1024x1,1024x4", "--profile"]),
-        # session 15: the FP8 variant's own scheme (llm-compressor FP8_DYNAMIC: per-channel weights, per-token
+        # the FP8 variant's own scheme (llm-compressor FP8_DYNAMIC: per-channel weights, per-token
         # activations) from its config.json; vLLM picks the fp8 MoE kernel (CUTLASS on the H200), or Triton's
         ("ours_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8dyn", "--canvas", "256",
                                                      "--no-detok", "--graph-sizes", "--quantization", "fp8_dynamic",
                                                      "--shapes", "1024x1,1024x4", "--profile"]),
         _fp8_triton_job("ours_fp8dyn_triton"),
-        # session 16: the row kernel sampling by inverse CDF in its probabilities pass (session 17: the default; this
-        # job names it explicitly, ours_fp8dyn_triton_gumbel measures the Gumbel-max stream)
+        # the row kernel sampling by inverse CDF in its probabilities pass (the default; this job names it
+        # explicitly, ours_fp8dyn_triton_gumbel measures the Gumbel-max stream)
         _fp8_triton_job("ours_fp8dyn_triton_cdf", {"DGEMMA_KERNEL_SAMPLE": "cdf"}),
         _fp8_triton_job("ours_fp8dyn_triton_gumbel", {"DGEMMA_KERNEL_SAMPLE": "gumbel"}),
-        # session 16: the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
+        # the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
         # launches), so the same run measures what the piece changes
         _fp8_triton_job("ours_fp8dyn_triton_nofq", defaults_without("moe_quant")),
-        # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (session 15's
-        # profile: 2.80 ms at batch 4 against a 1.75 ms floor); session 16: no gain (20.58 ms against 19.59)
+        # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (those
+        # took 2.80 ms at batch 4 against a 1.75 ms floor); measured no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
-        # session 18: session 17's defaults (before the gated first GEMM and inductor's coordinate-descent tuning
-        # became the defaults), and each of the two off alone, so one run measures what they change
+        # the defaults without the gated first GEMM and inductor's coordinate-descent tuning
+        # (both default now), and each of the two off alone, so one run measures what they change
         _fp8_triton_job("ours_fp8dyn_triton_s17", {"DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"}),
         _fp8_triton_job("ours_fp8dyn_triton_nogg", {"DGEMMA_MOE_GATED_GEMM": "0"}),
         # the expert GEMMs as bench/moe_sweep.py picked them (its export lines, passed as MOE_SWEEP_ENV="K=V ...";
@@ -979,23 +978,23 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         _fp8_triton_job("ours_fp8dyn_triton_gt", sweep_env(os.environ.get("MOE_SWEEP_ENV", ""))),
         # the second expert GEMM adding the top-k rows itself (backend/kernels/moe_down.py), vLLM's config
         _fp8_triton_job("ours_fp8dyn_triton_ds", {"DGEMMA_MOE_DOWN_SUM": "1"}),
-        # session 18's head-512 sweep (S17): one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
+        # from the head-512 sweep: one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
         _fp8_triton_job("ours_fp8dyn_triton_w4", {"DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"}),
         _fp8_triton_job("ours_fp8dyn_triton_nocdt", {"DGEMMA_INDUCTOR_CDT": "0"}),
         # the host's timeline around each step (backend/step_trace.py): does the GPU wait for the host before the
-        # model's graph? (session 20, for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
+        # model's graph? (for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
         _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
         # the self-conditioning MLP once over a step's canvases instead of once per request (backend/vllm_selfcond.py,
-        # piece sc_batch; session 21: b4 19.02 -> 18.72 ms, a default since). _scb is session 21's name for it,
-        # now the same as the defaults; _noscb measures the defaults without it
+        # piece sc_batch; b4 19.02 -> 18.72 ms, a default). _scb is the same as the
+        # defaults; _noscb measures the defaults without it
         _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
         _fp8_triton_job("ours_fp8dyn_triton_noscb", defaults_without("sc_batch")),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
-        # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache (session 20:
-        # "NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on
+        # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache
+        # ("NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on
         # other versions
         _fp8_triton_job("ours_fp8dyn_triton_mk", extra=["--inductor", '{"triton.multi_kernel": 1}']),
-        # bf16 without inductor's coordinate-descent tuning (session 18 measured it with the FP8 variant only)
+        # bf16 without inductor's coordinate-descent tuning (measured with the FP8 variant only)
         ("ours_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
          ["--child", "engine", "--label", "ours_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
           "--shapes", "1024x1,1024x4"]),
@@ -1015,7 +1014,7 @@ def part_vllm(args: argparse.Namespace) -> None:
     me = [sys.executable, str(Path(__file__).resolve())]
     jobs = vllm_jobs()
     by_name = {name: (env_extra, cli) for name, env_extra, cli in jobs}
-    # in the order asked for (session 12's E12 asked ours first and got native first: native then ran out of time)
+    # in the order asked for (so the one that matters goes first: a job run last may run out of time)
     for name in filter(None, args.vllm_jobs.split(",")):
         if name not in by_name:
             raise SystemExit(f"--vllm-jobs: unknown job {name!r} (known: {', '.join(by_name)})")
@@ -1085,7 +1084,7 @@ def main() -> None:
     if "parts_floor" in parts:
         cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
         spec = ("H200 data sheet", H200_SPEC["bw"], H200_SPEC["flops"])
-        for ceilings, bw, fl in (spec, ("H200 measured, session 3", 4.218e12, 681e12)):
+        for ceilings, bw, fl in (spec, ("H200 measured (floors)", 4.218e12, 681e12)):
             for weights in ("bf16", "fp8"):
                 for tokens in (256, 1024):
                     emit({"part": "parts_floor", "ceilings": ceilings, "weights": weights, "TBps": bw / 1e12,

@@ -1,6 +1,6 @@
 """Inductor's norm + fp8-quantize reductions alone, looped against persistent (GPU; torch and triton only, no vLLM).
 
-Session 18-19's profiles (H200, FP8 variant, batch 4): inductor's fused reductions around the fp8 GEMMs (residual
+The profiles (H200, FP8 variant, batch 4): inductor's fused reductions around the fp8 GEMMs (residual
 add, RMS norms, per-token fp8 quantization) take ~1.4 ms a step, the largest 15.5 µs a call for 1024 x 2816 rows,
 ~1.3 TB/s. Inductor writes a row of 2816 as a looped reduction (several passes over the row) because its persistent
 one (the row held in registers, one read) is used only up to 1024 elements; ``triton.multi_kernel`` makes both and

@@ -2,7 +2,7 @@
 (backend/kernels/moe_gated.py), vLLM's second GEMM, and the second GEMM that adds the top-k rows itself
 (backend/kernels/moe_down.py).
 
-Session 18's profile (H200, FP8 variant, batch 4, 30 layers a step): the gated GEMM 3.41 ms (reading 508 MB of
+The profile (H200, FP8 variant, batch 4, 30 layers a step): the gated GEMM 3.41 ms (reading 508 MB of
 weights a layer: ~4.5 TB/s, near the memory's peak), vLLM's second GEMM 2.37 ms (254 MB of weights plus 46 MB of
 tokens x top-k output rows: ~3.8 TB/s), ``moe_sum`` 0.40 ms (reading those rows back). This times the whole MoE
 call (:func:`dgemma_lsp.backend.vllm_moe.fused_experts_fp8`: quantize, first GEMM, activation + quantize, second

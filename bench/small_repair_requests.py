@@ -2,7 +2,7 @@
 
 Prints one line per document (kind, fixed with the value kept) and the per-kind totals, for the windowed request
 alone (``_fix_all_by_windows``: one problem's window at a time); compare with ``evaluate``'s per-document lines for
-the whole-document figures (bench/RESULTS.md, "Small model quality", session 6)::
+the whole-document figures (bench/RESULTS.md, "Small model quality")::
 
     python bench/small_repair_requests.py --attempts 1
 """

@@ -18,7 +18,7 @@ one CUDA graph, and keep the fastest. What differs, to fit a 10-minute device sl
 Writes ``E=128,N=704,device_name=<GPU>.json`` (vLLM's file name) into ``--out-dir`` and one JSON row per M.
 ``--dtype fp8_w8a8``: the weights in fp8 with one scale per expert and matrix, activations quantized per tensor at
 run time (what vLLM's online ``--quantization fp8`` runs), file ``...,dtype=fp8_w8a8.json``. ``--dtype
-fp8_w8a8_token`` (session 16, not run yet): the FP8 variant's scheme, one scale per output channel and activations
+fp8_w8a8_token`` (not run yet): the FP8 variant's scheme, one scale per output channel and activations
 quantized per token; vLLM looks both up under the same file name.
 """
 

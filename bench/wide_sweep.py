@@ -1,10 +1,10 @@
 """Our head-512 attention kernel alone, at the 26B's canvas shape (GPU; torch and triton only, no vLLM).
 
 The five head-512 layers' kernel (backend/kernels/wide_attention.py) takes ~1.21 ms of a batch-4 step on the H200
-(session 19). This times tile candidates on 1 and 4 canvases of 256 queries over 1024 cached keys each (16 query
-heads, 2 KV heads, bf16, cache blocks of 16 shuffled through the block table, per-request flags as the engine passes
-them), checks each against the PyTorch reference, and times it (10 calls per CUDA-graph replay, median of 20). Unlike
-``gpu_step.py --parts attention`` it needs no vLLM, so it runs on a bare machine in a minute:
+(bench/gpu_step.py's profile). This times tile candidates on 1 and 4 canvases of 256 queries over 1024 cached keys
+each (16 query heads, 2 KV heads, bf16, cache blocks of 16 shuffled through the block table, per-request flags as
+the engine passes them), checks each against the PyTorch reference, and times it (10 calls per CUDA-graph replay,
+median of 20). Unlike ``gpu_step.py --parts attention`` it needs no vLLM, so it runs on a bare machine in a minute:
 
     python3 bench/wide_sweep.py --rows $OUT/wide_sweep.jsonl
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_moe import backend_module, emitter, time_config  # noqa: E402  (the MoE sweeps' rows, timing, loader)
 
 # block_m:block_n:d_split:warps:stages:kv_splits (DGEMMA_ATTN_WIDE's items). The first two: the shipped picks (one
-# canvas, four canvases; vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (session 20: all slower)
+# canvas, four canvases; vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (measured on the H200: all slower)
 CANDIDATES = (
     "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,128:32:2:8:1:0,128:64:2:16:1:0,128:32:2:16:1:0,128:64:2:4:1:0"
 )

@@ -44,7 +44,7 @@ def test_quantize_matches_reference(m: int, n: int) -> None:
 def test_gated_activation_then_quantize_matches_reference(act: str, m: int, n: int) -> None:
     x = (torch.randn(m, 2 * n) * 3).to(torch.bfloat16)
     # one large product per row: with all of a row's gates far below 0 (a 3-wide row, ~1% of draws) its scale is
-    # tiny and the reference's 0.5 g (1 + tanh z), which cancels there, is off by fp8 steps (CI, session 18)
+    # tiny and the reference's 0.5 g (1 + tanh z), which cancels there, is off by fp8 steps (seen in CI)
     x[:, 0], x[:, n] = 4.0, 4.0
     q, s = _kernel_fp32(x, act)
     rq, rs = act_quant_reference(x, act, torch.float32)

@@ -42,7 +42,7 @@ def test_command_line() -> None:
     assert out.startswith("### Ceilings and floors")
 
 
-def test_session_8_attention_sweep_and_profile() -> None:
+def test_attention_sweep_and_profile_tables() -> None:
     last = ROOT / "tests" / "data" / "gpu_rows"
     md = render(load_rows([last / "s8_runC9_gpu_step.jsonl", last / "s8_runC9b_gpu_step.jsonl"]))
     assert "head 256: picked 32:128:8:2 (0.2635 vs 0.5319 ms)" in md
@@ -52,8 +52,8 @@ def test_session_8_attention_sweep_and_profile() -> None:
 
 
 def test_profile_puts_each_kernel_in_its_part_of_the_step() -> None:
-    """The profile's categories: our kernels where they belong (session 12 counted the head-512 kernel's combine
-    launches as sampling)."""
+    """The profile's categories: our kernels where they belong (the head-512 kernel's combine
+    launches are attention, not sampling)."""
     from gpu_step import kernel_category
 
     cases = {
@@ -96,7 +96,7 @@ def test_profile_says_where_the_gpu_sat_idle() -> None:
 
 
 def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls() -> None:
-    """The floor session 14 holds batch 4 against: the experts' bytes (every expert read once) plus the matmuls'
+    """The floor a batch-4 step is held against: the experts' bytes (every expert read once) plus the matmuls'
     FLOPs, which grow with the canvas tokens while the expert bytes do not."""
     import json
 
@@ -114,7 +114,7 @@ def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls(
 
 
 def test_the_fp8_variants_floor_halves_the_experts_and_keeps_the_vocabulary_matmuls() -> None:
-    """Session 15 holds the FP8 variant's batch-4 step against this floor: its experts and layer matmuls are fp8
+    """The FP8 variant's batch-4 step is held against this floor: its experts and layer matmuls are fp8
     (half the bytes, twice the rate), its lm_head and softmax @ embedding stay bf16."""
     import json
 

@@ -184,7 +184,7 @@ async def test_deadline_on_a_long_generation(server: ServerProcess) -> None:
     finally:
         await be.aclose()
     # ... and the server still serves afterwards. It stops an abandoned generation only when it next notices the
-    # closed connection, which on a loaded 2-core CI machine took longer than 1.5 s (CI, session 5): give this one
+    # closed connection, which on a loaded 2-core CI machine took longer than 1.5 s (seen in CI): give this one
     # request room; what matters is that it is answered.
     after = backend_for(server.base_url, request_timeout_s=60)
     try:

@@ -76,7 +76,7 @@ def test_refuses_a_value_change_inside_the_span() -> None:
 
 
 def test_refuses_a_fix_that_adds_text_to_a_string() -> None:
-    # The small model's missing-comma fix on held-out data (session 6): valid JSON, the comma added, and a string
+    # The small model's missing-comma fix on held-out data (v6): valid JSON, the comma added, and a string
     # grown from "mode index_count" to "mode index_countcount" -- it still contains the old value, so only a check
     # for invented characters catches it.
     broken = '{\n  "a": {\n    "b": 1\n  }\n  "id": "mode index_count"\n}'

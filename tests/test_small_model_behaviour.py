@@ -112,7 +112,7 @@ def test_learned_the_repair_task(model, tok) -> None:
 
 def test_model_repairs_some_held_out_json(backend) -> None:
     """``fix --repair model``'s path on 18 held-out synthetic breakages (2 of each of the 9 kinds): the shipped model
-    fixes most of them, keeping every value (11 of these 18 measured with v9 in session 10; 12 with v6, 7 with v5),
+    fixes most of them, keeping every value (v9 fixes 11 of these 18; v6 fixed 12, v5 7),
     and every fix it returns parses (the repair validates before it returns)."""
     from dgemma_lsp.backend.train import evaluate
     from dgemma_lsp.config import Settings
@@ -253,7 +253,7 @@ def test_noise_is_withheld_by_default(backend) -> None:
 def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:
     """The issue's first simple case, at the cursor where one types it: the suggestion is the closing bracket,
     and it is shown (above the gate). v9 writes ``))`` after ``print(foo(bar)``; the closer nothing opened is
-    dropped by ``postprocess`` (session 10)."""
+    dropped by ``postprocess``."""
     for code in (
         "total = max(len(items), len(other)",
         "print(foo(bar)",
@@ -264,7 +264,7 @@ def test_closes_a_bracket_at_the_end_of_the_line(backend) -> None:
 
 
 def test_closes_a_list_and_a_dict_and_ends_an_if_header(backend) -> None:
-    """More of the same simple cases (v6, session 6; v9 too): the closer a list or a dict literal needs, and the
+    """More of the same simple cases (v6 and v9): the closer a list or a dict literal needs, and the
     colon of an ``if`` header, each shown above the gate."""
     for code, want in (("x = [1, 2, 3", "]"), ("d = {'a': 1", "}"), ("if x > 0", ":")):
         res = _infill(backend, code)
@@ -273,8 +273,8 @@ def test_closes_a_list_and_a_dict_and_ends_an_if_header(backend) -> None:
 
 def test_finishes_some_obvious_returns(backend) -> None:
     """The issue's second simple case where this model does it: v9 gets 2 of the 24 returns of ``evaluate --only
-    returns`` right and shows one of them (``x * x``, confidence 0.33 against the gate's 0.25; session 10). v6 showed
-    three right (session 7). ``return a`` -> `` + b`` is not among them (the strict xfail below)."""
+    returns`` right and shows one of them (``x * x``, confidence 0.33 against the gate's 0.25). v6 showed
+    three right. ``return a`` -> `` + b`` is not among them (the strict xfail below)."""
     res = _infill(backend, "def square(x):\n    return x * ")
     assert res.text == "x" and "withheld" not in res.extra, (res.text, res.extra)
 
@@ -308,7 +308,7 @@ TRAILING_COMMA_DOCS = [
 
 def test_model_repair_fixes_trailing_commas_in_small_files(backend) -> None:
     """The issue's third simple case on ten hand-made config files, through ``fix --repair model``'s path with the
-    server's defaults (three attempts, then a windowed one): v9 fixes 8 of the 10 (session 10; v6 7), each fix valid
+    server's defaults (three attempts, then a windowed one): v9 fixes 8 of the 10 (v6 7), each fix valid
     and keeping every value; the rest get no fix at all (validation refuses what the model wrote), never a wrong one."""
     fixed = 0
     for doc in TRAILING_COMMA_DOCS:
@@ -332,7 +332,7 @@ def test_finishes_an_obvious_return(backend) -> None:
 
 def test_model_repair_fixes_a_trailing_comma(backend) -> None:
     """``fix --repair model`` on the issue's third simple case, one attempt, the CLI's request (tokenizer). v6
-    dropped the ``],`` token whole here instead of turning it into ``]`` (a strict xfail until session 10); v9
+    dropped the ``],`` token whole here instead of turning it into ``]`` (a strict xfail before v9); v9
     fixes it, keeping every value."""
     doc = '{\n  "name": "demo",\n  "tags": [1, 2],\n}\n'
     out = _model_fix(backend, doc, repair_attempts=1)

@@ -117,7 +117,7 @@ def test_graph_step_inputs_and_gradients_match_eager() -> None:
 
 
 def test_a_second_run_takes_up_the_first_runs_decay() -> None:
-    # two 8.6-minute runs on one 17.2-minute cosine (session 7's recipe): no restart at the peak
+    # two 8.6-minute runs on one 17.2-minute cosine (v7's and v9's recipe): no restart at the peak
     span, half = 17.2 * 60, 8.6 * 60
     end_of_first = T.learning_rate(2e-3, 4000, 100, half, span)
     second_after_warmup = T.learning_rate(2e-3, 50, 50, 0.0, span, offset_s=half)

@@ -6,7 +6,7 @@ the window it gives each pass and the rows each pass covers (``seqused_q``). Bel
 aligned, writing only the first ``seqused_q`` rows of a request). The reference is vLLM's TRITON_ATTN masking
 (``kernel_unified_attention``: causal = keys up to the query's position; bidirectional = every key of the sequence;
 sliding window on both sides for bidirectional requests). The real FA3 ran against vLLM's kernel on the H200
-(bench/RESULTS.md, session 11).
+(bench/RESULTS.md).
 """
 
 from __future__ import annotations

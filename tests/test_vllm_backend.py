@@ -106,7 +106,7 @@ def test_cuda_graphs_cover_every_denoising_batch() -> None:
 
 
 def test_inductor_tunes_its_kernels_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    # coordinate-descent tuning: 0.1 ms a batch-4 step less on the H200 (session 18); eager engines compile nothing
+    # coordinate-descent tuning: 0.1 ms a batch-4 step less on the H200; eager engines compile nothing
     monkeypatch.delenv(INDUCTOR_CDT_ENV, raising=False)
     cdt = {"coordinate_descent_tuning": True}
     assert VLLMBackend("m").engine_kwargs()["compilation_config"]["inductor_compile_config"] == cdt

@@ -37,7 +37,7 @@ def test_without_a_side_stream_the_branches_run_in_order_on_their_own_inputs() -
 
 
 def test_the_piece_is_opt_in_and_part_of_our_model_class() -> None:
-    # measured no gain on the H200 (bench/RESULTS.md, session 14): off unless asked for
+    # measured no gain on the H200 (bench/RESULTS.md): off unless asked for
     assert "ffn_overlap" in ALL_FEATURES and "ffn_overlap" not in DEFAULT_FEATURES
     assert enabled_features({}) == DEFAULT_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "all"}) == ALL_FEATURES

@@ -56,7 +56,7 @@ def test_the_piece_is_on_by_default_and_lives_with_the_sampler() -> None:
 def test_the_gated_first_gemm_is_on_unless_switched_off() -> None:
     from dgemma_lsp.backend.vllm_moe import gated_gemm_enabled
 
-    assert gated_gemm_enabled({})  # measured on the H200 (session 18)
+    assert gated_gemm_enabled({})  # 0.12 ms a batch-4 step less on the H200
     assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "0"})
     assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "off"})
     assert gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "1"}) and gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": " On "})

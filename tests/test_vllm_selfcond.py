@@ -97,7 +97,7 @@ def test_the_override_needs_vllms_method_and_parameters() -> None:
 
 
 def test_sc_batch_is_on_by_default_and_lives_in_the_sampler_classes() -> None:
-    # a default piece since session 21 (H200, batch 4: 19.02 -> 18.72 ms a step)
+    # a default piece (H200, batch 4: 19.02 -> 18.72 ms a step)
     assert "sc_batch" in DEFAULT_FEATURES and "sc_batch" in SAMPLER_FEATURES
     assert "sc_batch" in enabled_features({}) and "sc_batch" in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": ""})
     assert "sc_batch" in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,sc_batch"})

@@ -3,9 +3,9 @@
 The FP8 variant's scheme (llm-compressor FP8_DYNAMIC) quantizes every activation entering an fp8 GEMM per token.
 Inside vLLM's Triton MoE that is vLLM's per-token quantizer twice per layer (the MoE input, and the experts'
 intermediate after a separate activation launch that writes it in bf16): 1.16 ms of quantizer kernels in a 20.3 ms
-step at batch 4 on the H200 (bench/RESULTS.md, session 15). For the intermediate (1024 tokens x top-8 = 8192 rows of
-704 at batch 4) the two launches take 39.6 µs a layer where a copy of the bytes a fused kernel moves takes 19.3
-(session 16). Here one launch computes the activation (``gelu_tanh(gate) * up`` or ``silu(gate) * up``) and its
+step at batch 4 on the H200 (bench/RESULTS.md). For the intermediate (1024 tokens x top-8 = 8192 rows of
+704 at batch 4) the two launches take 39.6 µs a layer where a copy of the bytes a fused kernel moves takes 19.3.
+Here one launch computes the activation (``gelu_tanh(gate) * up`` or ``silu(gate) * up``) and its
 quantization, several rows a program.
 
 Semantics (:func:`act_quant_reference`), those of vLLM's kernels, so the swap changes no number the GEMMs see:
@@ -87,7 +87,7 @@ if HAVE_TRITON:
         amax = tl.max(tl.abs(v), axis=1)
         scale = tl.maximum(tl.math.div_rn(amax, 448.0), 4.359654017857143e-06)
         # v / scale correctly rounded without a division per entry (an IEEE division per entry took the kernel from
-        # 18.5 to 30.5 µs on the H200, session 16's sweep at 15f9e98): r = RN(1 / scale) once a row, then
+        # 18.5 to 30.5 µs on the H200, bench/act_quant_sweep.py at 15f9e98): r = RN(1 / scale) once a row, then
         # Markstein's correction q0 = RN(v r), e = v - q0 scale (exact, one fma), q = RN(q0 + e r) = RN(v / scale)
         r = tl.math.div_rn(1.0, scale)[:, None]
         q0 = v * r

@@ -51,7 +51,7 @@ if HAVE_TRITON:
 
     def _lg2_fast_fn(x):
         # the hardware log2 (MUFU): tl.log / tl.log2 compile to libdevice's ~30-instruction logf, and the row kernel
-        # is instruction-bound (session 12: ~130 instructions per vocabulary entry). Absolute error <= 2^-22 on
+        # is instruction-bound (~130 instructions per vocabulary entry). Absolute error <= 2^-22 on
         # [0.5, 2], 2 ulp elsewhere: callers keep it away from log(u) near 1 (see _gumbel2).
         return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True,
                                          pack=1)  # fmt: skip

@@ -2,7 +2,7 @@
 
 vLLM's Triton MoE writes the second GEMM's output, one row per (token, expert) pair (tokens x top-k rows of K, bf16),
 and ``moe_sum`` then reads it back to add each token's top-k rows. At batch 4 on the 26B (8192 rows of 2816) that is
-46 MB written and read again per layer: ``moe_sum`` alone took 0.40 ms a step on the H200 (session 18's profile).
+46 MB written and read again per layer: ``moe_sum`` alone took 0.40 ms a step on the H200 (bench/gpu_step.py's profile).
 Here each program adds its rows straight into a float32 (tokens, K) buffer with atomic adds, and one cast writes the
 bf16 output: the buffer is 11.5 MB, zeroed before, read once by the cast.
 
@@ -12,7 +12,7 @@ arrive in any order; a float32 sum of eight bf16 values is exact (so order-free)
 than ~13 binades apart, where the last bit of the float32 sum may depend on the order. The program mapping is vLLM's
 ``fused_moe_kernel``'s (grouped ordering, vLLM's ``sorted_token_ids`` / ``expert_ids`` / ``num_tokens_post_padded``),
 without its other schemes. Off by default (``DGEMMA_MOE_DOWN_SUM``, :mod:`..vllm_moe`): on the H200 at batch 4 (FP8
-variant, session 19) its 30 calls take 2.73 ms against 2.37 + 0.40 for vLLM's second GEMM and ``moe_sum`` (the atomic
+variant) its 30 calls take 2.73 ms against 2.37 + 0.40 for vLLM's second GEMM and ``moe_sum`` (the atomic
 adds cost nearly what they save), and zeroing and casting the sums add ~0.25 ms: the step is 0.2-0.3 ms slower.
 """
 

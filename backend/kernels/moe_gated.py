@@ -13,7 +13,7 @@ ordering, vLLM's ``sorted_token_ids`` / ``expert_ids`` / ``num_tokens_post_padde
 vLLM's ``fused_moe_kernel``'s, without its other schemes (block scales, int8, bias, swapped operands, an expert
 map). On by default (``DGEMMA_MOE_GATED_GEMM``, :mod:`..vllm_moe`): on the H200 at batch 4 (FP8 variant) its 30 calls
 take 3.41 ms against 3.29 for vLLM's first GEMM, and the quantizer after it 0.36 ms against 0.60: 0.12 ms a step less
-(bench/RESULTS.md, session 18; the tile is vLLM's config with BLOCK_N halved: session 19's sweep of 100 other tiles
+(bench/RESULTS.md; the tile is vLLM's config with BLOCK_N halved: a sweep of 100 other tiles
 found none faster beyond its noise).
 """
 

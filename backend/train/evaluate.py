@@ -155,7 +155,7 @@ SIMPLE_CASES = [
 ]
 
 
-# One of those simple cases in more forms (session 7): finishing the ``return`` of an obvious expression.
+# One of those simple cases in more forms: finishing the ``return`` of an obvious expression.
 RETURN_CASES = [
     ("def add(a, b):\n    return a", "python", " + b"),
     ("def add(a, b):\n    return ", "python", "a + b"),

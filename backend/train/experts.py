@@ -67,7 +67,7 @@ def _fused_rms_norm_forward(self: Any, hidden_states: Any) -> Any:
     """``DiffusionGemmaRMSNorm.forward`` as one ``torch.rms_norm`` call in fp32 (a fused kernel on CUDA) instead of
     seven elementwise kernels and a reduction; ``x * (mean(x^2) + eps)^-0.5 * weight`` either way. The weight is a
     separate multiply: the fused backward's weight gradient (a column reduction over every token) took 142 us a call
-    on the H200 (session 9); a multiply's backward is a product and a plain sum (not yet timed on the GPU)."""
+    on the H200; a multiply's backward is a product and a plain sum (not yet timed on the GPU)."""
     import torch
 
     normed = torch.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), None, self.eps)

@@ -752,7 +752,7 @@ class GraphedStep:
     tensors; gradients accumulate into persistent ``.grad`` tensors shared by every graph (zeroed, not freed,
     between steps); the graphs share one memory pool (a step runs to the end before the next); the KV cache's layers
     are initialised outside the capture (``_fresh_cache``). A capture that fails (an operation that reads back to the
-    host, say) switches the run to eager: on the H200 in session 4 the capture was refused by the cache's lazy
+    host, say) switches the run to eager: on the H200 the capture was refused by the cache's lazy
     initialisation, which ``_fresh_cache`` now keeps out of it (not yet run on a GPU since).
     """
 
@@ -808,8 +808,8 @@ class GraphedStep:
 
     def _fresh_cache(self) -> Any:
         """An empty KV cache with initialised layers. A layer initialises on its first update by copying small host
-        tensors to the GPU (transformers' ``DynamicLayer.lazy_initialization``), which a capture refuses (the H200
-        run of session 4); so the layers are initialised once, outside any capture, and copied for each use."""
+        tensors to the GPU (transformers' ``DynamicLayer.lazy_initialization``), which a capture refuses (seen on an
+        H200); so the layers are initialised once, outside any capture, and copied for each use."""
         import copy
 
         from transformers import DynamicCache

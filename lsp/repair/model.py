@@ -137,7 +137,7 @@ async def _run(generate: GenerateFn, req: CanvasRequest) -> str:
 def attempt_temperatures(settings: Any, attempt: int, attempts: int) -> tuple[float, float]:
     """(t_min, t_max) of repair attempt ``attempt`` (0-based) of ``attempts``. A repair keeps almost everything it
     is given, so it samples cooler than a completion: on the small model, 1 attempt at 0.1-0.3 fixed 20 of 54
-    held-out JSON breakages against 11 at the default 0.4-0.8 (bench/RESULTS.md, session 5). The last of three or
+    held-out JSON breakages against 11 at the default 0.4-0.8 (bench/RESULTS.md). The last of three or
     more attempts samples at transformers' defaults instead: another kind of try where the cool ones failed."""
     if attempts >= 3 and attempt == attempts - 1:
         return DEFAULT_TEMPERATURES
@@ -304,7 +304,7 @@ async def model_fix(
     if issue is None and answered:
         # One more try, one problem's window at a time: the two requests fail on different documents (the small
         # model trained on both, half and half). On 135 held-out JSON breakages, 3 whole-document attempts fixed 111,
-        # and one windowed attempt per problem after them 119 (bench/RESULTS.md, session 6).
+        # and one windowed attempt per problem after them 119 (bench/RESULTS.md).
         return await _fix_all_by_windows(text, lang, issues, generate, 1, settings, tokenizer, trace, deadline)
     return None
 

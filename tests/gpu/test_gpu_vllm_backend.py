@@ -216,7 +216,7 @@ def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
 
 
 def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
-    # ``sc_batch`` (a default piece since session 21): with two canvases in a step, the self-conditioning MLP runs
+    # ``sc_batch`` (a default piece): with two canvases in a step, the self-conditioning MLP runs
     # once over both. The engine must serve both requests through that path, each with its own canvases; the rows it
     # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
     # sampled token, so the tokens are not compared with an engine that has it off)
