@@ -27,6 +27,7 @@ import { doctorCommandLine, findExecutable, missingServerMessage, resolveServerL
 import { serverSettings } from './settings';
 import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
 import { NextEditController } from './nextEdit';
+import { ModelReadiness } from './readiness';
 
 const SECTION = 'dgemma';
 const DOCUMENT_SELECTOR = [{ scheme: 'file' }, { scheme: 'untitled' }, { scheme: 'vscode-userdata' }];
@@ -39,9 +40,9 @@ let status: StatusState = { phase: 'starting' };
 const canvas = new CanvasTracker();
 let draftDecoration: vscode.TextEditorDecorationType;
 let shownPreview: { editor: vscode.TextEditor; preview: Preview } | undefined;
-/** Until the model reports ready, requests are answered empty; the last one is asked again once it is. */
-let modelReady = false;
-let askedWhileLoading: { uri: string; version: number; line: number; character: number } | undefined;
+/** Until the model reports ready, requests are answered empty; such a request waits here and asks again. */
+const readiness = new ModelReadiness();
+let statusPoll: ReturnType<typeof setInterval> | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel('DiffusionGemma', { log: true });
@@ -120,8 +121,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
     env: cfg.get<Record<string, string>>('server.env'),
   });
   output.appendLine(`starting: ${launch.command} ${launch.args.join(' ')}`);
-  modelReady = false;
-  askedWhileLoading = undefined;
+  readiness.reset();
   if (!findExecutable(launch.command, launch.env)) {
     const msg = missingServerMessage(launch);
     output.appendLine(msg);
@@ -156,13 +156,13 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
       },
       provideInlineCompletionItems: async (document, position, ctx, token, next) => {
         setStatus({ ...status, busy: true });
-        const loading = !modelReady;
+        const loading = !readiness.isReady;
         try {
-          const items = await next(document, position, ctx, token);
+          let items = await next(document, position, ctx, token);
           const empty = !items || (Array.isArray(items) ? items.length === 0 : items.items.length === 0);
-          if (loading && empty) {
-            askedWhileLoading = { uri: document.uri.toString(), version: document.version, line: position.line, character: position.character };
-          }
+          // VS Code caches this empty answer for the position and version (a later trigger there never reaches the
+          // server), so the request itself waits for the model and asks once more; moving the cursor cancels it.
+          if (loading && empty && (await waitForModel(token))) items = await next(document, position, ctx, token);
           return items;
         } finally {
           setStatus({ ...status, busy: false });
@@ -175,6 +175,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   client = new LanguageClient('dgemma', 'DiffusionGemma', serverOptions, clientOptions);
   client.onDidChangeState((e) => {
     if (e.newState === State.Stopped) {
+      readiness.reset();
       setStatus({ phase: status.phase === 'error' ? 'error' : 'stopped', error: status.error });
     }
   });
@@ -222,30 +223,27 @@ async function stopClient(): Promise<void> {
 
 function onProgress(value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd): void {
   if (value.kind === 'begin') {
+    readiness.reset();
     setStatus({ ...status, phase: 'loading', progressTitle: value.title, progressMessage: value.message, percentage: value.percentage });
   } else if (value.kind === 'report') {
     setStatus({ ...status, phase: 'loading', progressMessage: value.message ?? status.progressMessage, percentage: value.percentage ?? status.percentage });
   } else {
     setStatus({ ...status, phase: 'ready', progressTitle: undefined, progressMessage: undefined, percentage: undefined });
+    if (typeof value.message === 'string' && value.message.startsWith('ready')) readiness.markReady();
     void refreshBackendStatus();
-    if (typeof value.message === 'string' && value.message.startsWith('ready')) {
-      modelReady = true;
-      askAgainAfterLoad();
-    }
   }
 }
 
-/** The editor asked while the model loaded (and got nothing): ask again where the cursor still is. */
-function askAgainAfterLoad(): void {
-  const asked = askedWhileLoading;
-  askedWhileLoading = undefined;
-  const editor = vscode.window.activeTextEditor;
-  if (!asked || !editor) return;
-  const cur = editor.selection.active;
-  const doc = editor.document;
-  if (doc.uri.toString() === asked.uri && doc.version === asked.version && cur.line === asked.line && cur.character === asked.character) {
-    void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
-  }
+/** Wait until the model is ready (true) or the load fails / the request is cancelled (false). */
+async function waitForModel(token: vscode.CancellationToken): Promise<boolean> {
+  // dgemma.status as well as $/progress: a client that missed the load's progress still learns that it ended.
+  statusPoll ??= setInterval(() => {
+    if (readiness.waiting === 0) {
+      clearInterval(statusPoll);
+      statusPoll = undefined;
+    } else void refreshBackendStatus();
+  }, 2000);
+  return readiness.wait(token);
 }
 
 async function refreshBackendStatus(): Promise<unknown> {
@@ -255,7 +253,8 @@ async function refreshBackendStatus(): Promise<unknown> {
     const { state, ...info } = backendFromStatus(result);
     // While $/progress reports a load, the progress text is more precise than the state.
     const phase = status.phase === 'loading' && state === 'loading' ? 'loading' : phaseFromState(state, status.phase);
-    if (state === 'ready') modelReady = true;
+    if (state === 'ready') readiness.markReady();
+    else if (state === 'failed') readiness.reset();
     setStatus({ ...status, ...info, phase });
     return result;
   } catch (err) {
