@@ -15,7 +15,8 @@ and fences).
 
 Every JSON case carries ``expected``: the original value with the broken member replaced by :data:`ANY` (any
 value, or absent) where the breakage destroyed it (a half-typed value, a truncated tail); :data:`ANY_KEY` in a
-dict admits one extra member (a half-typed key). :func:`matches` compares a repaired value against it.
+dict admits one extra member (a half-typed key, or a reply truncated inside a key). :func:`matches` compares a
+repaired value against it.
 """
 
 from __future__ import annotations
@@ -497,6 +498,8 @@ def _llm_case(rng: random.Random, name: str, value: Any) -> Case | None:
         cut_in = rng.randint(1, max(1, len(lines[i].text) - 1))
         text = "\n".join(ln.text for ln in lines[:i]) + "\n" + lines[i].text[:cut_in]
         exp = _prefix(v, lines, i)
+        if lines[i].key is not None and lines[i].text[:cut_in].count('"') < 2:
+            exp = _with_any_key(exp, lines[i].path[:-1])  # cut inside the key: a half-typed key, one extra member
     elif kind == "python-literals":
         text = repr(v) + "\n"
         if any(isinstance(x, float) for x in _leaves(v)):

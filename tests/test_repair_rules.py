@@ -204,3 +204,39 @@ def test_editor_and_chat_breakages_keep_every_value(broken: str, value: object) 
     fixed = fix.apply(broken)
     assert json.loads(fixed) == value
     assert checked_output(broken, fix, "json", whole=True)[0] == fixed
+
+
+# -- a fix never changes a value outside the broken span --------------------------------------------------------
+
+STRAY_CLOSER_CASES = [
+    # a stray "]" before the object's own "}": read as a closer it closed the parent too and moved "b" up a level
+    ('{\n  "o": {\n    "i": {\n      "a": 1\n    ]},\n    "b": 2\n  }\n}\n', {"o": {"i": {"a": 1}, "b": 2}}),
+    # a stray "}" typed before an array element: read as a closer it moved "y" out of the array
+    ('{\n  "f": [\n    "x",\n    }"y"\n  ],\n  "g": 1\n}\n', {"f": ["x", "y"], "g": 1}),
+    # a stray "]" after an empty list in a list of objects: read as a closer it wrapped the objects before it
+    ('[\n  {\n    "a": []]\n  },\n  {\n    "b": 1\n  }\n]\n', [{"a": []}, {"b": 1}]),
+]
+
+
+@pytest.mark.parametrize(("broken", "value"), STRAY_CLOSER_CASES)
+def test_a_stray_closer_is_deleted_when_the_rest_balances_without_it(broken: str, value: object) -> None:
+    fix = rules_fix(broken, "json", None)
+    assert fix is not None
+    out, why = checked_output(broken, fix, "json", whole=True)
+    assert why is None
+    assert json.loads(out) == value
+
+
+def test_letters_typed_onto_a_closing_quote_do_not_become_a_new_member() -> None:
+    broken = '{\n  "type": "module"x,\n  "n": 1\n}\n'
+    fix = rules_fix(broken, "json", None)
+    out = None if fix is None else checked_output(broken, fix, "json", whole=True)[0]
+    # deleting the "x" would lose what the user typed, so nothing is offered rather than an invented "x": null
+    assert out is None
+
+
+def test_gate_refuses_a_key_read_into_the_previous_value() -> None:
+    broken = '{\n  "switch":\n  "comment": "Header",\n  "v": 1\n}\n'
+    merged = '{\n  "switch": "comment\\": \\"Header",\n  "v": 1\n}\n'
+    assert json.loads(merged)["switch"] == 'comment": "Header'
+    assert validate_fix(broken, merged, "json", (0, len(broken))) == "the fix adds text to a string"

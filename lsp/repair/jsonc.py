@@ -672,6 +672,15 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
                 continue
             if kind in (OBJ_CLOSE, ARR_CLOSE):
                 pass  # handled by the closer logic below
+            elif kind == WORD and s == prev_end and text[s - 1] == '"':
+                # "module"x: letters typed onto a string's closing quote are no next member (a missing comma
+                # would make them a key with an invented null); no repair keeps them, so none is offered.
+                add(
+                    JsonIssue(
+                        s, e, "json.unexpected-token", f"unexpected {text[s:e]!r} after a string", [], container()
+                    )
+                )
+                continue
             elif kind in VALUE_KINDS or kind in (OBJ_OPEN, ARR_OPEN):
                 add(
                     JsonIssue(
@@ -734,6 +743,12 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
         if kind in (OBJ_CLOSE, ARR_CLOSE):
             if not stack:
                 add(JsonIssue(s, e, "json.extra-closer", f"unmatched {text[s]!r}", [(s, e, "")], -1))
+                continue
+            if text[s] != CLOSERS[stack[-1][0]] and _stray_closer(text, e, end, stack):
+                # "flags": []]  /  }"next" inside an array: read as a closer it would close the wrong container
+                # and leave an unmatched closer further on (members would move to another object); deleted, the
+                # rest of the document balances.
+                add(JsonIssue(s, e, "json.extra-closer", f"stray {text[s]!r}", [(s, e, "")], container()))
                 continue
             if state == "colon":
                 add(
@@ -1068,6 +1083,36 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
         more = f" (and {len(stack) - 1} more)" if len(stack) > 1 else ""
         add(JsonIssue(pos, pos + 1, "json.unclosed", f"{opener!r} is never closed{more}", edits, container()))
     return ParseResult(issues, tokens, start, end, it.marks)
+
+
+def _bracket_faults(text: str, pos: int, end: int, openers: list[str]) -> int:
+    """Closers that do not match plus containers left open, reading ``text[pos:end]`` with ``openers`` open."""
+    st = list(openers)
+    bad = 0
+    for kind, _s, _e in tokenize(text, pos, end):
+        if kind in (OBJ_OPEN, ARR_OPEN):
+            st.append(kind)
+        elif kind in (OBJ_CLOSE, ARR_CLOSE):
+            if st and CLOSERS[st[-1]] == kind:
+                st.pop()
+            else:
+                bad += 1
+                depth = next((i for i in range(len(st) - 1, -1, -1) if CLOSERS[st[i]] == kind), -1)
+                if depth >= 0:
+                    del st[depth:]
+    return bad + len(st)
+
+
+def _stray_closer(text: str, after: int, end: int, stack: list[tuple[str, int]]) -> bool:
+    """A closer that matches the innermost container is a slip of the keyboard when, without it, the rest of the
+    document balances, and with it (closing the containers it names) the rest does not."""
+    openers = [o for o, _ in stack]
+    if _bracket_faults(text, after, end, openers):
+        return False
+    closer = text[after - 1]
+    depth = next((i for i in range(len(openers) - 1, -1, -1) if CLOSERS[openers[i]] == closer), -1)
+    read_as_closer = openers[:depth] if depth >= 0 else openers[:-1]
+    return _bracket_faults(text, after, end, read_as_closer) > 0
 
 
 def _value_or_key(

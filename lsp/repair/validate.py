@@ -262,12 +262,14 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
             raw = original[a:b]
             spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
-            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if ch.isalnum())
+            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
     made: Counter = Counter()
     for k, a, b in in_f:
         if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
-            made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if ch.isalnum())
+            made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if _kept(ch))
     if made - pool:
+        # A quote inside a new string that no original value held: json-repair read a key and its value as one
+        # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
         return "the fix adds text to a string"
     # ... nor spaces at either end of a new string (a missing-quote fix once opened the string before the indentation:
     # "url" became " url"); a string that had them in the original keeps them.
@@ -285,6 +287,11 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if cn - cf:
             return "the fix drops a comment"
     return None
+
+
+def _kept(ch: str) -> bool:
+    """Characters a string may only hold when an original value held them (letters, digits, double quotes)."""
+    return ch.isalnum() or ch == '"'
 
 
 def _only_quotes_moved(original: str, fixed: str, in_o: list, in_f: list) -> bool:
