@@ -262,6 +262,10 @@ async def _doctor(args: argparse.Namespace) -> int:
             }.get(pkg, "MISSING: pip install -e .")
             ok = ok and pkg in ("vllm", "triton")
             print(f"{pkg:<13} not installed ({need})")
+    from .backend.vllm_support import plugin_lines, vllm_version
+
+    for label, text in plugin_lines(vllm_version()):
+        print(f"{label:<13} {text}")
     try:
         import torch
 

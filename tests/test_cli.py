@@ -174,6 +174,41 @@ def test_doctor_without_loading(capsys):
     assert "model" in out
 
 
+def test_doctor_says_the_vllm_plugin_is_inactive_without_vllm(capsys):
+    """This environment has no vLLM (a real absence, not a fake): doctor says the plugin is inactive and names the
+    tested range, which is the one pyproject's ``[vllm]`` extra installs."""
+    import importlib.util
+    import tomllib
+
+    from dgemma_lsp.backend.vllm_support import TESTED_RANGE
+
+    assert importlib.util.find_spec("vllm") is None
+    assert main(["doctor", "--no-load"]) == 0
+    out = capsys.readouterr().out
+    assert f"vllm plugin   inactive: vLLM not installed (tested range vllm{TESTED_RANGE})" in out
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    assert f"vllm{TESTED_RANGE}" in extra
+
+
+def test_doctor_warns_on_a_vllm_outside_the_tested_range():
+    """With vLLM 0.33 (its version string and native-options flag given: no vLLM can be installed here) doctor
+    warns, lists what still runs (the fused-MoE configs) and what the plugin switches off there; 0.26 gets no
+    warning and every default piece."""
+    from dgemma_lsp.backend.vllm_support import plugin_lines
+
+    new = dict(plugin_lines("0.33.0", native=True, environ={}))
+    assert new["vllm plugin"].startswith("WARNING: vLLM 0.33.0 is outside the tested range")
+    assert new["  active"] == "moe_config"
+    assert "sampler" in new["  off here"] and "draft_tap" in new["  off here"]
+    assert "whole canvases only" in new["  drafts"]
+    old = dict(plugin_lines("0.26.0+cu130", native=False, environ={}))
+    assert "WARNING" not in old["vllm plugin"]
+    assert {"sampler", "draft_tap", "attention", "moe_config"} <= set(old["  active"].split(", "))
+    assert "  off here" not in old
+    typo = dict(plugin_lines("0.26.0", native=False, environ={"DGEMMA_VLLM_PLUGIN_FEATURES": "samplr"}))
+    assert typo["  features"].startswith("NOT READY: unknown dgemma plugin feature(s) ['samplr']")
+
+
 def test_doctor_says_what_the_embedded_model_recommends():
     """doctor loads the default model and says which gate and temperatures are in force, and where they come from."""
     r = run_cli("doctor")

