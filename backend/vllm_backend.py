@@ -590,6 +590,7 @@ class VLLMBackend:
             engine_t=self._engine_t,
         )
         params = self._sampling_params(mapped.sampling)
+        t_prepared = time.monotonic() - t0
         rid = f"dg{uuid.uuid4().hex[:16]}"
         queue: asyncio.Queue = asyncio.Queue()
         tapped = self._tap is not None and "dgemma_draft_tap" in (mapped.sampling.get("extra_args") or {})
@@ -614,6 +615,10 @@ class VLLMBackend:
         if mapped.unsupported:
             stats.extra["unsupported"] = mapped.unsupported
         stats.extra["vllm"] = self.features.version
+        # where a generation's time goes, from generate()'s start (ms): the prompt and request mapping, each draft's
+        # arrival, each commit's; the server turns it into latency samples (lsp/completion.py)
+        timeline: dict[str, Any] = {"prepare": t_prepared * 1e3, "drafts": [], "commits": []}
+        stats.extra["timeline_ms"] = timeline
         all_ids: list[int] = []
         texts: list[str] = []
         canvas_index = 0
@@ -630,6 +635,7 @@ class VLLMBackend:
             stats.steps_per_canvas.append(step)
             if stats.first_commit_s is None:
                 stats.first_commit_s = time.monotonic() - t0
+            timeline["commits"].append((time.monotonic() - t0) * 1e3)
             ev = Committed(canvas_index=canvas_index, steps=step, text=text, token_ids=new_ids, eos=eos)
             canvas_index += 1
             step = 0
@@ -638,6 +644,7 @@ class VLLMBackend:
         def draft(step_no: int, ids: list[int]) -> Draft:
             if stats.first_draft_s is None:
                 stats.first_draft_s = time.monotonic() - t0
+            timeline["drafts"].append((time.monotonic() - t0) * 1e3)
             text, _ = self._decode(ids[: mapped.canvas_width])
             return Draft(canvas_index=canvas_index, step=step_no, text=text, token_ids=ids[: mapped.canvas_width])
 

@@ -132,11 +132,14 @@ async def replay_typing(
     pause_ms: float,
     rng: random.Random,
     make_key: Any = Key,
+    line_pause_ms: float = 0,
 ) -> list[Any]:
     """Type ``functions`` into ``uri`` from ``start`` (line, column, document version) as an editor does.
 
     One edit and one inline-completion request per keystroke, ``gap_ms`` ("LO-HI") apart, a pause of ``pause_ms``
-    after each function; a keystroke cancels the requests still open ($/cancelRequest). Returns one ``make_key(index,
+    after each function; a keystroke cancels the requests still open ($/cancelRequest). ``line_pause_ms`` > 0 adds
+    the pauses where a user waits for ghost text inside a function: at the start of each new line (a multi-line
+    suggestion) and once mid-line, after the first space past the line's middle (a single-line one). Returns one ``make_key(index,
     t_key, msg_id)`` per keystroke, its ``t_resp`` / ``items`` / ``outcome`` filled in once answered.
     """
     line, col, version = start
@@ -159,6 +162,8 @@ async def replay_typing(
     for fn in functions:
         if max_keys is not None and len(keys) >= max_keys:
             break
+        lines = fn.split("\n")
+        row, typed, paused_row = 0, 0, -1
         for stroke in keystrokes(fn):
             if max_keys is not None and len(keys) >= max_keys:
                 break
@@ -178,7 +183,17 @@ async def replay_typing(
             keys.append(k)
             pending[mid] = fut
             waiters.append(asyncio.ensure_future(watch(k, fut)))
-            await asyncio.sleep(rng.uniform(lo, hi) / 1000)
+            gap = rng.uniform(lo, hi)
+            if "\n" in stroke:
+                row, typed = row + stroke.count("\n"), len(stroke.rsplit("\n", 1)[1])
+                pause = row < len(lines) and bool(lines[row].strip())  # a line start with a line to come
+            else:
+                typed += len(stroke)
+                half = row < len(lines) and typed >= len(lines[row]) / 2 and typed < len(lines[row].rstrip())
+                pause = stroke == " " and half and paused_row != row
+                if pause:
+                    paused_row = row
+            await asyncio.sleep((line_pause_ms if pause and line_pause_ms > 0 else gap) / 1000)
         await asyncio.sleep(pause_ms / 1000)  # the user stops and reads after each function
     if waiters:
         await asyncio.wait(waiters, timeout=120)

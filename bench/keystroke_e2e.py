@@ -4,8 +4,9 @@ A real LSP client (pygls, ``dgemma-lsp --stdio`` as a subprocess, as an editor r
 code (this repository's own ``lsp/`` sources, so the context fills ``maxPrefixTokens``) and replays a recorded typing
 sequence at its end: the functions of ``bench/cpu_e2e.py``, one edit per character (a newline brings the next line's
 indentation, as editors auto-indent), gaps drawn from ``--gap-ms`` (80-150 ms) with a fixed seed, a pause after each
-function. After every keystroke it sends ``textDocument/inlineCompletion`` and cancels the previous request if it is
-still pending. Per request, on the client's clock:
+function, and ``--line-pause-ms`` at each line start and once mid-line (where a user waits for ghost text: the
+requests that finish while the typing storm cancels the rest). After every keystroke it sends
+``textDocument/inlineCompletion`` and cancels the previous request if it is still pending. Per request, on the client's clock:
 
 - keystroke -> first draft: the first ``dgemma/canvas`` notification of kind ``draft`` for that request;
 - keystroke -> final: the final ``dgemma/canvas`` notification (outcome ``completed``), and keystroke -> the response
@@ -44,6 +45,7 @@ import random
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +65,7 @@ PASSES = {  # context tokens, denoising steps, the mode whose rows the pass is f
     "multi": (1024, 16, "multi"),
 }
 BW, FLOPS = 4.34e12, 788e12  # the H200's measured copy bandwidth and bf16 matmul rate (KINDS.md, bench/RESULTS.md)
-ENGINE_START_S = 150  # a cold engine start on the H200 (compile); with the compile cache warm ~30-60 s
+ENGINE_START_S = 300  # a cold full-size engine start on the H200 (compile: 290 s FP8, 199 s bf16); warm cache ~30-60 s
 
 
 @dataclass
@@ -138,7 +140,7 @@ async def session(server_args: list[str], settings: dict[str, Any], args: argpar
     st0 = await client.status()
     keys = await replay_typing(
         client, uri, FUNCTIONS[: args.functions], (line, col, version), max_keys=args.max_keys,
-        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng, make_key=Key,
+        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng, make_key=Key, line_pause_ms=args.line_pause_ms,
     )
     st = await client.status()
     alive = client.client._server is not None and client.client._server.returncode is None
@@ -195,6 +197,10 @@ def summarise(first: Key, keys: list[Key], st0: dict, st: dict, client: BenchCli
         "server_share_p50_ms": None
         if client_final_p50 is None or gen.get("p50_ms") is None
         else client_final_p50 - gen["p50_ms"],
+        "profile_p50_ms": {
+            part: (st["stats"]["latency_ms"].get(key) or {}).get("p50_ms")
+            for part, key in (("context", "context"), *((p, f"{backend}.{p}") for p in PROFILE_PARTS))
+        },
         "server_alive": alive and st["backend"]["state"] == "ready",
         "backend": st["backend"].get("info"),
     }
@@ -248,13 +254,15 @@ def gpu_model(engine: Engine) -> Path:
     return fp8_dynamic_variant(model) if engine.dtype == "fp8" else model
 
 
-async def run_gpu(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
+async def run_gpu(
+    args: argparse.Namespace, on_row: Callable[[list[dict[str, Any]], list[str]], None] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     results, not_run = [], []
     t_end = time.monotonic() + args.budget_s
     for engine in parse_gpu_configs(args.gpu_configs):
         for pass_name in engine.passes:
             ctx, steps, mode = PASSES[pass_name]
-            need = 60 + (ENGINE_START_S if pass_name == engine.passes[0] else 0) + args.max_keys * 0.13
+            need = 60 + (ENGINE_START_S if pass_name == engine.passes[0] else 0) + args.max_keys * 0.2
             if time.monotonic() + need > t_end:
                 not_run.append(f"{engine.name}@{pass_name}")
                 continue
@@ -287,7 +295,12 @@ async def run_gpu(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[
                   "mode": mode, "floor": floor_ms(engine, ctx, steps)}  # fmt: skip
             results.append(r)
             print(row(r), file=sys.stderr, flush=True)
+            if on_row is not None:
+                on_row(results, not_run)  # what finished survives a call that runs out of time
     return results, not_run
+
+
+PROFILE_PARTS = ("prepare", "first_draft", "step", "commit", "generate")  # lsp/stats.py Stats.timeline
 
 
 # -- report ---------------------------------------------------------------------------------------------------------
@@ -316,9 +329,26 @@ def row(r: dict[str, Any]) -> str:
     )
 
 
+PROFILE_HEADER = (
+    "| config | server: context | backend: prepare | first draft | step (median gap) | last draft -> commit "
+    "| generate |"
+)
+
+
+def profile_row(r: dict[str, Any]) -> str:
+    p = r.get("profile_p50_ms") or {}
+    cells = [fmt(p.get(k), 1) for k in ("context", *PROFILE_PARTS)]
+    return f"| {r.get('config', 'cpu')} | " + " | ".join(cells) + " |"
+
+
 def report(results: list[dict[str, Any]], not_run: list[str], m: dict[str, Any], command: str) -> str:
     lines = [f"Run {machine_line(m)}.", "", f"Command: `{command}`", "", HEADER, "|" + "---|" * 11]
     lines += [row(r) for r in results]
+    ok = [r for r in results if "error" not in r]
+    if ok:
+        lines += ["", "Where the time goes (p50 ms of the completed generations; the backend's from its generate()):",
+                  "", PROFILE_HEADER, "|" + "---|" * 7]  # fmt: skip
+        lines += [profile_row(r) for r in ok]
     if not_run:
         lines += ["", f"Not run (the budget ran out): {', '.join(not_run)}."]
     return "\n".join(lines)
@@ -333,9 +363,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chars-per-token", type=int, default=1, help="the GPU tokenizer's (byte-level: 1)")
     p.add_argument("--budget-s", type=float, default=3600, help="skip the GPU engines that no longer fit")
     p.add_argument("--functions", type=int, default=len(FUNCTIONS))
-    p.add_argument("--max-keys", type=int, default=120, help="keystrokes a pass types")
+    p.add_argument("--max-keys", type=int, default=200, help="keystrokes a pass types")
     p.add_argument("--gap-ms", default="80-150")
     p.add_argument("--pause-ms", type=float, default=600)
+    p.add_argument("--line-pause-ms", type=float, default=500,
+                   help="the pause at each line start and once mid-line, where a user waits for ghost text (0: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ready-s", type=float, default=900)
     p.add_argument("--json")
@@ -343,8 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = "python bench/keystroke_e2e.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     m = machine()
+
+    def write(results: list[dict[str, Any]], not_run: list[str]) -> str:
+        md = report(results, not_run, m, command.strip())
+        if args.json:
+            Path(args.json).write_text(json.dumps({"machine": m, "command": command, "results": results,
+                                                   "not_run": not_run}, indent=1, default=str))  # fmt: skip
+        if args.markdown:
+            Path(args.markdown).write_text(md + "\n")
+        return md
+
     if args.gpu_configs:
-        results, not_run = asyncio.run(run_gpu(args))
+        results, not_run = asyncio.run(run_gpu(args, on_row=write))
     else:
         settings = {"debounceMs": 0, "debounceMaxMs": 0, "minConfidence": 0}
         settings |= json.loads(args.settings) if args.settings else {}
@@ -353,13 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         results, not_run = [r], []
         if r["modes"]["multi"]["requests"]:
             results.append(dict(r, mode="multi"))
-    md = report(results, not_run, m, command.strip())
-    print(md)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": m, "command": command, "results": results,
-                                               "not_run": not_run}, indent=1, default=str))  # fmt: skip
-    if args.markdown:
-        Path(args.markdown).write_text(md + "\n")
+    print(write(results, not_run))
     ok = results and all("error" not in r and r["server_alive"] for r in results)
     return 0 if ok else 1
 

@@ -261,6 +261,7 @@ class CompletionEngine:
         if previous is not None and previous.task is not None and not previous.task.done():
             # Single flight: the old generation must have really stopped before a new one starts.
             await asyncio.wait([previous.task])
+        t_context = time.monotonic()
         ctx = build_context(
             text,
             offset,
@@ -275,6 +276,7 @@ class CompletionEngine:
         plan = plan_completion(ctx, s)
         replace = ctx.line_suffix[: plan.replace_suffix_chars]
         history = self._history(doc, backend.count_tokens) if self._history else ""
+        self.stats.latency("context", time.monotonic() - t_context)  # the context, plan and edit history
         texts: list[str] = []
         attempts = want + (1 if want > 1 else 0)  # one extra try when a candidate repeats
         for i in range(attempts):
@@ -370,6 +372,8 @@ class CompletionEngine:
                             outcome = "completed"
                             # the backend's own time, beside the server's per answer: what the LSP layer adds
                             self.stats.latency(f"{backend.name}.generate", ev.stats.wall_s)
+                            if isinstance(ev.stats.extra.get("timeline_ms"), dict):
+                                self.stats.timeline(backend.name, ev.stats.extra["timeline_ms"])
                             low = below(ev, gate)
                             if low is not None and clean(ev.text):
                                 # the model's own confidence says noise: show nothing rather than noise

@@ -40,6 +40,23 @@ class Stats:
     def latency(self, backend: str, seconds: float) -> None:
         self._latency[backend].append(seconds * 1000.0)
 
+    def timeline(self, backend: str, tl: dict[str, Any]) -> None:
+        """Split one generation's time (a backend's ``timeline_ms``: prepare, each draft's and commit's arrival,
+        ms from its start) into samples: ``.prepare``, ``.first_draft``, ``.step`` (the median gap between drafts),
+        ``.commit`` (the first commit after the last draft before it)."""
+        drafts, commits = list(tl.get("drafts") or []), list(tl.get("commits") or [])
+        if tl.get("prepare") is not None:
+            self._latency[f"{backend}.prepare"].append(float(tl["prepare"]))
+        if drafts:
+            self._latency[f"{backend}.first_draft"].append(drafts[0])
+            gaps = sorted(b - a for a, b in zip(drafts, drafts[1:], strict=False))
+            if gaps:
+                self._latency[f"{backend}.step"].append(gaps[len(gaps) // 2])
+            if commits:
+                before = [d for d in drafts if d <= commits[0]]
+                if before:
+                    self._latency[f"{backend}.commit"].append(commits[0] - before[-1])
+
     def generation_started(self, uri: str) -> None:
         self.counts["generations_started"] += 1
         self.running[uri] += 1
