@@ -63,7 +63,7 @@ def backend_for(url: str, **kw: object) -> OpenAIBackend:
     s = Settings(backend="openai", base_url=url, **kw)  # type: ignore[arg-type]
     s.validate()
     b = OpenAIBackend.from_settings(s)
-    b.backoff_s = 0.02  # keep retry tests quick; the policy (which cases, how many) is what is tested
+    b.http.backoff_s = 0.02  # keep retry tests quick; the policy (which cases, how many) is what is tested
     return b
 
 

@@ -55,7 +55,7 @@ async def test_http2_multiplexes_and_cancel_resets_one_stream(h2_server: tuple[S
             n += isinstance(ev, Committed)
             if n == 5:
                 break
-        pool = be._client._transport._pool  # type: ignore[union-attr]
+        pool = be.http._client._transport._pool  # type: ignore[union-attr]
         assert len(pool.connections) == 1  # both streams (and discovery) on one HTTP/2 connection
         await gen.aclose()
         for _ in range(50):

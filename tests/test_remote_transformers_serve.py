@@ -77,7 +77,7 @@ async def test_connection_reused_across_requests(server: ServerProcess) -> None:
     try:
         texts = [(await collect(be.generate(ask(4)))).text for _ in range(3)]
         assert all(texts)
-        pool = be._client._transport._pool  # type: ignore[union-attr]
+        pool = be.http._client._transport._pool  # type: ignore[union-attr]
         assert len(pool.connections) == 1  # one keep-alive connection served /v1/models and three streams
     finally:
         await be.aclose()

@@ -79,8 +79,8 @@ async def test_discovery_calibration_and_stream(server: ServerProcess, key: str)
         await be.start()
         info = be.info()
         assert info.detail["server"] == "vllm" and info.detail["server_version"].startswith("0.")
-        assert info.detail["max_model_len"] == 2048 and be.has_tokenize
-        assert be.chars_per_token != 3.5  # calibrated from the server's tokenizer
+        assert info.detail["max_model_len"] == 2048 and be.caps.has_tokenize
+        assert be.caps.chars_per_token != 3.5  # calibrated from the server's tokenizer
         req = CanvasRequest(
             messages=[ChatMessage("user", "def add(a, b):")], canvas_length=16, max_new_tokens=16, rng_seed=7
         )
@@ -107,7 +107,7 @@ async def test_vllm_xargs_accepted_on_the_wire(server: ServerProcess, key: str) 
             max_new_tokens=8,
         )
         done = await collect(be.generate(req))
-        assert done.text and done.stats.extra["degraded"] == [] and not be.xargs_rejected
+        assert done.text and done.stats.extra["degraded"] == [] and not be.caps.xargs_rejected
     finally:
         await be.aclose()
 

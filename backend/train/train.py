@@ -449,7 +449,7 @@ GEN_DEFAULTS = dict(
 )
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="checkpoint folder (written every --save-every seconds)")
     ap.add_argument("--tokenizer", default=str(Path(__file__).resolve().parents[1] / "models" / "small"))
@@ -510,112 +510,192 @@ def main(argv: list[str] | None = None) -> None:
         help="torch threads of the training process (0: torch's default; data workers run one each)",
     )
     ap.add_argument("--gpu-mem-frac", type=float, default=0.0, help="cap on this process's share of GPU memory")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
-    t_start = time.time()
-    shapes = {k: v for k, v in (("return_frac", a.return_frac), ("snippet_frac", a.snippet_frac)) if v}
-    feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train", shapes), a.seed)
 
-    import torch
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+def main(argv: list[str] | None = None) -> None:
+    Trainer(parse_args(argv)).run()
 
-    from .experts import use_dense_experts, use_fast_layers
 
-    torch.manual_seed(a.seed)
-    if a.host_threads:
-        # The trainer's own host ops are small (batch tensors, the AR positions); with a thread per core they
-        # oversubscribe the cores the data workers keep busy, and each op waits on its slowest thread.
-        torch.set_num_threads(a.host_threads)
-    rng = random.Random(a.seed)
-    if a.gpu_mem_frac and a.device.startswith("cuda"):
-        torch.cuda.set_per_process_memory_fraction(a.gpu_mem_frac)  # leaves room for a vLLM engine beside it
-    tok = AutoTokenizer.from_pretrained(a.tokenizer)
-    config = make_config(len(tok), a.preset)
-    if a.init:
-        # Continue from a checkpoint (same preset): fp32 master weights from its bf16 file.
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(a.init, dtype=torch.float32).to(a.device).train()
-        config = model.config
-    else:
-        model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
-    use_dense_experts(model)  # same function, compilable and free of host syncs (see experts.py)
-    if not a.reference_layers:
-        use_fast_layers(model)  # same functions, a third fewer GPU milliseconds per step (see experts.py)
-    enc0 = model.model.encoder.language_model.layers[0].mlp.gate_proj.weight
-    assert enc0 is model.model.decoder.layers[0].mlp.gate_proj.weight, "encoder/decoder weights must be tied"
-    n_params = sum(p.numel() for p in model.parameters())
-    log = open(a.log, "a") if a.log else None
+class Trainer:
+    """One training run: data workers, model and optimizer, then the wall-clock-budgeted loop of :meth:`run`."""
 
-    def say(msg: str) -> None:
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
+        self.t_start = time.time()
+        shapes = {k: v for k, v in (("return_frac", a.return_frac), ("snippet_frac", a.snippet_frac)) if v}
+        self.feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train", shapes), a.seed)
+        import torch
+
+        torch.manual_seed(a.seed)
+        if a.host_threads:
+            # The trainer's own host ops are small (batch tensors, the AR positions); with a thread per core they
+            # oversubscribe the cores the data workers keep busy, and each op waits on its slowest thread.
+            torch.set_num_threads(a.host_threads)
+        self.rng = random.Random(a.seed)
+        if a.gpu_mem_frac and a.device.startswith("cuda"):
+            torch.cuda.set_per_process_memory_fraction(a.gpu_mem_frac)  # leaves room for a vLLM engine beside it
+        self._init_model()
+        self._log = open(a.log, "a") if a.log else None
+        self.say(f"params {self.n_params / 1e6:.2f} M, device {a.device}, workers {a.workers}")
+        self.amp = a.device.startswith("cuda")  # bf16 autocast
+        self._init_optimizer()
+        self.pool_items: deque = deque(maxlen=20000)  # recent examples, reused when the workers fall behind
+        self.fresh: list = []
+        self.step, self.seen, self.reused = 0, 0, 0
+        self.meta: dict[str, Any] = {"preset": a.preset, "params": self.n_params, "args": vars(a)}
+        self.out = Path(a.out)
+        self.ema: dict[str, Any] = {}
+        # host seconds per part since the last log line (launch: the step's kernels queued, not finished)
+        self.timing = {"data": 0.0, "prep": 0.0, "launch": 0.0}
+        self.timed_steps = 0
+
+    # ----- setup -----
+
+    def _init_model(self) -> None:
+        """Tokenizer, model (fresh from the preset, or ``--init``'s checkpoint) with the training forwards."""
+        import torch
+        from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+        from .experts import use_dense_experts, use_fast_layers
+
+        a = self.a
+        self.tok = AutoTokenizer.from_pretrained(a.tokenizer)
+        config = make_config(len(self.tok), a.preset)
+        if a.init:
+            # Continue from a checkpoint (same preset): fp32 master weights from its bf16 file.
+            model = DiffusionGemmaForBlockDiffusion.from_pretrained(a.init, dtype=torch.float32).to(a.device).train()
+            config = model.config
+        else:
+            model = DiffusionGemmaForBlockDiffusion(config).to(a.device).train()
+        use_dense_experts(model)  # same function, compilable and free of host syncs (see experts.py)
+        if not a.reference_layers:
+            use_fast_layers(model)  # same functions, a third fewer GPU milliseconds per step (see experts.py)
+        enc0 = model.model.encoder.language_model.layers[0].mlp.gate_proj.weight
+        assert enc0 is model.model.decoder.layers[0].mlp.gate_proj.weight, "encoder/decoder weights must be tied"
+        self.model, self.config = model, config
+        self.n_params = sum(p.numel() for p in model.parameters())
+
+    def _init_optimizer(self) -> None:
+        """AdamW (no weight decay on vectors), the noise generators, the step function (eager or CUDA graphs)."""
+        import torch
+
+        a, model = self.a, self.model
+        decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+        self.opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=a.lr,
+            betas=(0.9, 0.98),
+            eps=1e-8,
+            fused=a.device.startswith("cuda"),
+        )
+        self.gen = torch.Generator(device=a.device)
+        self.gen.manual_seed(a.seed)
+        self.host_gen = torch.Generator().manual_seed(a.seed)
+        self.vocab = self.config.text_config.vocab_size
+        self.core = make_step_core(model, a, eos_id=self.tok.eos_token_id, amp=self.amp)
+        self.graphed = GraphedStep(model, self.core, self.say) if a.cuda_graphs else None
+
+    def say(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
         print(line, flush=True)
-        if log:
-            log.write(line + "\n")
-            log.flush()
+        if self._log:
+            self._log.write(line + "\n")
+            self._log.flush()
 
-    say(f"params {n_params / 1e6:.2f} M, device {a.device}, workers {a.workers}")
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=a.lr,
-        betas=(0.9, 0.98),
-        eps=1e-8,
-        fused=a.device.startswith("cuda"),
-    )
-    gen = torch.Generator(device=a.device)
-    gen.manual_seed(a.seed)
-    pool_items: deque = deque(maxlen=20000)  # recent examples, reused when the workers fall behind
-    fresh: list = []
-    budget = a.minutes * 60
-    step, seen, reused = 0, 0, 0
-    for got in feeder.ready(block=True):  # the clock starts once the workers deliver
-        fresh.extend(got)
-        pool_items.extend(got)
-        seen += len(got)
-    say(f"first data after {time.time() - t_start:.0f}s")
-    t0 = time.time()
-    last_save = t0
-    amp = a.device.startswith("cuda")
-    meta = {"preset": a.preset, "params": n_params, "args": vars(a)}
-    out = Path(a.out)
-    ema: dict[str, float] = {}
-    # host seconds per part since the last log line (launch: the step's kernels queued, not finished)
-    timing = {"data": 0.0, "prep": 0.0, "launch": 0.0}
-    timed_steps, t_log = 0, time.perf_counter()
-    V = config.text_config.vocab_size
-    host_gen = torch.Generator().manual_seed(a.seed)
-    core = make_step_core(model, a, eos_id=tok.eos_token_id, amp=amp)
-    graphed = GraphedStep(model, core, say) if a.cuda_graphs else None
-    snapshot = _snapshot(model, opt)
-    while True:
-        elapsed = time.time() - t0
-        if elapsed > budget:
-            break
-        # Gather: everything the workers have ready, at least one chunk at the start.
-        # Back-pressure: ask the workers for more only while the fresh pool runs low. Over-production (10x in
-        # the first H200 runs) cost the trainer its CPU: results are unpickled by the pool's thread in this
-        # process, holding the GIL between kernel launches.
+    # ----- the loop -----
+
+    def run(self) -> None:
+        """Train until ``--minutes`` have passed (or a second non-finite step), saving every ``--save-every`` s."""
+        a = self.a
+        for got in self.feeder.ready(block=True):  # the clock starts once the workers deliver
+            self._take(got)
+        self.say(f"first data after {time.time() - self.t_start:.0f}s")
+        self.t0 = self.last_save = time.time()
+        self.t_log = time.perf_counter()
+        self.snapshot = _snapshot(self.model, self.opt)
+        while (elapsed := time.time() - self.t0) <= a.minutes * 60:
+            verdict = self._iteration(elapsed)
+            if verdict == "stop":
+                break
+            if verdict == "ok" and time.time() - self.last_save > a.save_every:
+                self._save()
+                self.last_save = time.time()
+                self.say(f"saved {self.out}")
+        self._save(reused=self.reused)
+        self.say(f"done: {self.step} steps, {self.seen} fresh examples, saved {self.out}")
+        self.feeder.close()
+
+    def _iteration(self, elapsed: float) -> str:
+        """Data, batch, one optimizer step, and every 25th step the log line. "ok"; "skip" (out of memory, or
+        weights restored after a non-finite step); "stop" (a second non-finite step)."""
+        a = self.a
         t_data = time.perf_counter()
-        for got in feeder.ready(block=not pool_items, top_up=len(fresh) < a.max_batch * 4):
-            fresh.extend(got)
-            pool_items.extend(got)
-            seen += len(got)
-        del fresh[: max(0, len(fresh) - a.max_batch * 4)]  # keep the freshest when the trainer falls behind
-        # Sample a batch of one group (single / multi / repair), length-homogeneous.
+        self._gather()
+        items, C = self._sample_items()
+        t_prep = time.perf_counter()
+        tb, C, ar_count = self._batch_tensors(items, C)
+        t_gpu = time.perf_counter()
+        lr = learning_rate(
+            a.lr, self.step, a.warmup, elapsed, (a.schedule_minutes or a.minutes) * 60, a.schedule_offset * 60
+        )
+        done = self._optimize(tb, lr, ar_count)
+        if done is None:
+            self.say(
+                f"out of memory at B={len(items)} L={tb['input_ids'].shape[1]} C={C}: "
+                f"tokens/batch now {a.tokens_per_batch}"
+            )
+            return "skip"
+        st, gn = done
+        t_end = time.perf_counter()
+        for k, v in (("data", t_prep - t_data), ("prep", t_gpu - t_prep), ("launch", t_end - t_gpu)):
+            self.timing[k] += v
+        self.timed_steps += 1
+        self.step += 1
+        # Statistics stay on the device (an EMA per step, read back at log time): a per-step read-back would make
+        # the host wait for the GPU instead of building the next batch while it runs.
+        for k, v in st.items():
+            self.ema[k] = v if k not in self.ema else 0.95 * self.ema[k] + 0.05 * v
+        if self.step % 25 == 0 or self.step <= 3:
+            return self._log_step(elapsed, lr, tb, C, gn)
+        return "ok"
+
+    # ----- data -----
+
+    def _take(self, got: list) -> None:
+        self.fresh.extend(got)
+        self.pool_items.extend(got)
+        self.seen += len(got)
+
+    def _gather(self) -> None:
+        """Everything the workers have ready (waiting only when nothing was ever delivered).
+
+        Back-pressure: ask the workers for more only while the fresh pool runs low. Over-production (10x in the
+        first H200 runs) cost the trainer its CPU: results are unpickled by the pool's thread in this process,
+        holding the GIL between kernel launches."""
+        cap = self.a.max_batch * 4
+        for got in self.feeder.ready(block=not self.pool_items, top_up=len(self.fresh) < cap):
+            self._take(got)
+        del self.fresh[: max(0, len(self.fresh) - cap)]  # keep the freshest when the trainer falls behind
+
+    def _sample_items(self) -> tuple[list[Item], int]:
+        """A batch of one group (single / multi / repair), length-homogeneous, and its canvas: (items, canvas)."""
+        a, rng, fresh, pool_items = self.a, self.rng, self.fresh, self.pool_items
         cands = (
             fresh[: a.max_batch * 3]
             if len(fresh) >= a.max_batch
             else fresh + rng.sample(list(pool_items), min(len(pool_items), a.max_batch * 3 - len(fresh)))
         )
         used_fresh = min(len(fresh), a.max_batch * 3)
-        reused += max(0, len(cands) - used_fresh)
+        self.reused += max(0, len(cands) - used_fresh)
         group = rng.choices(["single", "multi", "repair"], [a.mix_single, a.mix_multi, a.mix_repair])[0]
         cands = [it for it in cands if it[2] == group and it[3] <= a.max_repair_canvas] or cands
         cands.sort(key=lambda it: (len(it[0]), it[3]))
         start = rng.randrange(len(cands))
         width = canvas_for_batch([cands[start]], rng)
-        if graphed is not None:
+        if self.graphed is not None:
             # a shape bucket: exactly B prompts no longer than L, the nearest in length to the one drawn
             bsz, Lb, _ = bucket_shape(len(cands[start][0]), width, a.tokens_per_batch, a.max_batch)
             fits = [it for it in cands if min(MAX_PROMPT, len(it[0])) <= Lb]
@@ -626,91 +706,105 @@ def main(argv: list[str] | None = None) -> None:
             bsz = max(1, min(a.max_batch, a.tokens_per_batch // max(approx_len, 1)))
         lo = max(0, min(start, len(cands) - bsz))
         items = cands[lo : lo + bsz]
-        if graphed is not None and len(items) < bsz:
+        if self.graphed is not None and len(items) < bsz:
             items = (items * (bsz // len(items) + 1))[:bsz]  # rare (a short pool): repeat to the bucket's batch
         taken = {id(it) for it in items}
-        fresh = [it for it in fresh if id(it) not in taken]
+        self.fresh = [it for it in fresh if id(it) not in taken]
         C = canvas_for_batch(items, rng) if group == "repair" else width
+        return items, bucket_canvas(C) if self.graphed is not None else C
+
+    def _batch_tensors(self, items: list[Item], C: int) -> tuple[dict[str, Any], int, int | None]:
+        """(tensors, canvas, AR positions or None) of one batch; with graphs, trimmed to its shape bucket."""
+        a = self.a
         length, ar_count = None, None
-        if graphed is not None:
-            C = bucket_canvas(C)
-        t_prep = time.perf_counter()
-        batch = build_batch(items, C, rng, eos=tok.eos_token_id)
-        if graphed is not None:
+        batch = build_batch(items, C, self.rng, eos=self.tok.eos_token_id)
+        if self.graphed is not None:
             # later canvases of a long reply lengthen the prompt: the bucket follows the built batch, and its
             # batch size (never larger) trims it, so the set of shapes (graphs) stays small
             bsz, length, C = bucket_shape(max(map(len, batch["prompts"])), C, a.tokens_per_batch, a.max_batch)
             batch = trim_batch(batch, bsz)
             ar_count = max(1, int(a.ar_frac * bsz * length / 2))
-        tb = to_tensors(batch, a.device, config.text_config.sliding_window, length=length)
-        t_gpu = time.perf_counter()
-        lr = learning_rate(
-            a.lr, step, a.warmup, elapsed, (a.schedule_minutes or a.minutes) * 60, a.schedule_offset * 60
-        )
+        tb = to_tensors(batch, a.device, self.config.text_config.sliding_window, length=length)
+        return tb, C, ar_count
+
+    # ----- one step -----
+
+    def _optimize(self, tb: dict[str, Any], lr: float, ar_count: int | None) -> tuple[dict[str, Any], Any] | None:
+        """Noise, forward, backward, clipped optimizer step: (statistics, gradient norm); None when the batch did
+        not fit in GPU memory (batches are smaller from now on, and the run goes on)."""
+        import torch
+
+        a, opt, graphed = self.a, self.opt, self.graphed
         for g in opt.param_groups:
             g["lr"] = lr
         try:
-            nz = draw_noise(tb, gen, V, t_floor=a.t_floor, ar_frac=a.ar_frac, host_gen=host_gen, ar_count=ar_count)
+            nz = draw_noise(
+                tb,
+                self.gen,
+                self.vocab,
+                t_floor=a.t_floor,
+                ar_frac=a.ar_frac,
+                host_gen=self.host_gen,
+                ar_count=ar_count,
+            )
             opt.zero_grad(set_to_none=graphed is None)  # graphs add into persistent .grad tensors
             if graphed is not None:
                 st = graphed(tb, nz)
             else:
-                loss, st = core(tb, nz)
+                loss, st = self.core(tb, nz)
                 loss.backward()
         except torch.OutOfMemoryError:
-            # a batch too large for the GPU: smaller batches from now on, and the run goes on
             opt.zero_grad(set_to_none=graphed is None)
             torch.cuda.empty_cache()
             a.tokens_per_batch = int(a.tokens_per_batch * 0.7)
-            say(
-                f"out of memory at B={len(items)} L={tb['input_ids'].shape[1]} C={C}: tokens/batch now {a.tokens_per_batch}"
-            )
-            continue
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            return None
+        gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         opt.step()
-        t_end = time.perf_counter()
-        for k, v in (("data", t_prep - t_data), ("prep", t_gpu - t_prep), ("launch", t_end - t_gpu)):
-            timing[k] += v
-        timed_steps += 1
-        step += 1
-        # Statistics stay on the device (an EMA per step, read back at log time): a per-step read-back would
-        # make the host wait for the GPU instead of building the next batch while it runs.
-        for k, v in st.items():
-            ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
-        if step % 25 == 0 or step <= 3:
-            if amp:
-                torch.cuda.synchronize()
-            now = time.perf_counter()
-            if not all(math.isfinite(float(v)) for v in [*ema.values(), gn]):
-                # A non-finite step: back to the last good weights and optimizer state (taken at the last log
-                # line); graphs off (eager's path is the reference); a second time, the run ends on good weights.
-                _restore(model, opt, snapshot)
-                ema = {}
-                if graphed is None or graphed.failure is not None:
-                    say(f"non-finite loss or gradient at step {step} again: stopping on the last good weights")
-                    break
-                say(f"non-finite loss or gradient at step {step}: restored step {snapshot['step']}, graphs off")
-                graphed.failure = "non-finite step"
-                graphed.graphs.clear()
-                continue
-            snapshot = _snapshot(model, opt, step)
-            say(
-                f"step {step} t={elapsed:.0f}s lr={lr:.2e} B={tb['input_ids'].shape[0]} L={tb['input_ids'].shape[1]} C={C} "
-                + " ".join(f"{k}={float(v):.3f}" for k, v in ema.items())
-                + f" gn={float(gn):.2f} seen={seen} reused={reused} s/step={(time.time() - t0) / step:.3f}"
-                + f" ms/step wall={(now - t_log) * 1e3 / timed_steps:.0f} "
-                + " ".join(f"{k}={v * 1e3 / timed_steps:.0f}" for k, v in timing.items())
+        return st, gn
+
+    def _log_step(self, elapsed: float, lr: float, tb: dict[str, Any], C: int, gn: Any) -> str:
+        """Read the statistics back and log them: "ok"; or, on a non-finite loss or gradient, back to the last good
+        weights: "skip" (graphs off, the run goes on) or "stop" (a second time)."""
+        import torch
+
+        if self.amp:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        if not all(math.isfinite(float(v)) for v in [*self.ema.values(), gn]):
+            # A non-finite step: back to the last good weights and optimizer state (taken at the last log line);
+            # graphs off (eager's path is the reference); a second time, the run ends on good weights.
+            _restore(self.model, self.opt, self.snapshot)
+            self.ema = {}
+            graphed = self.graphed
+            if graphed is None or graphed.failure is not None:
+                self.say(f"non-finite loss or gradient at step {self.step} again: stopping on the last good weights")
+                return "stop"
+            self.say(
+                f"non-finite loss or gradient at step {self.step}: restored step {self.snapshot['step']}, graphs off"
             )
-            timing, timed_steps, t_log = dict.fromkeys(timing, 0.0), 0, now
-        if time.time() - last_save > a.save_every:
-            meta.update(step=step, seen=seen, elapsed_s=round(time.time() - t0), ema=_floats(ema))
-            save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
-            last_save = time.time()
-            say(f"saved {out}")
-    meta.update(step=step, seen=seen, reused=reused, elapsed_s=round(time.time() - t0), ema=_floats(ema))
-    save_checkpoint(model, tok, out, GEN_DEFAULTS, meta, with_tokenizer=not a.no_tokenizer)
-    say(f"done: {step} steps, {seen} fresh examples, saved {out}")
-    feeder.close()
+            graphed.failure = "non-finite step"
+            graphed.graphs.clear()
+            return "skip"
+        self.snapshot = _snapshot(self.model, self.opt, self.step)
+        n = self.timed_steps
+        self.say(
+            f"step {self.step} t={elapsed:.0f}s lr={lr:.2e} B={tb['input_ids'].shape[0]} L={tb['input_ids'].shape[1]} C={C} "
+            + " ".join(f"{k}={float(v):.3f}" for k, v in self.ema.items())
+            + f" gn={float(gn):.2f} seen={self.seen} reused={self.reused} s/step={(time.time() - self.t0) / self.step:.3f}"
+            + f" ms/step wall={(now - self.t_log) * 1e3 / n:.0f} "
+            + " ".join(f"{k}={v * 1e3 / n:.0f}" for k, v in self.timing.items())
+        )
+        self.timing, self.timed_steps, self.t_log = dict.fromkeys(self.timing, 0.0), 0, now
+        return "ok"
+
+    # ----- saving -----
+
+    def _save(self, **final: int) -> None:
+        """The checkpoint in ``--out``, the run's figures in its training.json (``final``: those only the last has)."""
+        self.meta.update(
+            step=self.step, seen=self.seen, **final, elapsed_s=round(time.time() - self.t0), ema=_floats(self.ema)
+        )
+        save_checkpoint(self.model, self.tok, self.out, GEN_DEFAULTS, self.meta, with_tokenizer=not self.a.no_tokenizer)
 
 
 def _snapshot(model: Any, opt: Any, step: int = 0) -> dict[str, Any]:
