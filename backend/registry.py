@@ -29,8 +29,4 @@ def create_backend(settings: Settings) -> Backend:
                 f"the vllm backend needs vLLM on a CUDA machine: pip install 'dgemma-lsp[vllm]' ({exc})"
             ) from None
         return VLLMBackend.from_settings(settings)
-    if name == "instant":
-        from .instant import InstantBenchmarkBackend
-
-        return InstantBenchmarkBackend.from_settings(settings)
     raise BackendUnavailable(f"unknown backend {name!r}")

@@ -148,7 +148,8 @@ class BenchClient:
         it under cProfile writing that file at exit."""
         cmd = (server or server_command()) + ["--stdio", *args]
         if profile:
-            cmd = [sys.executable, "-m", "cProfile", "-o", profile, *cmd]
+            script = cmd[1:] if cmd[0] == sys.executable else cmd  # a Python launcher: profile its script
+            cmd = [sys.executable, "-m", "cProfile", "-o", profile, *script]
         full_env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
         await self.client.start_io(cmd[0], *cmd[1:], env=full_env)
         caps = types.ClientCapabilities(
@@ -189,7 +190,7 @@ class BenchClient:
         result = await self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="dgemma.status", arguments=[])
         )
-        from dgemma_lsp.lsp.server import _plain  # pygls' namedtuple stand-ins -> plain JSON
+        from dgemma_lsp.lsp.params import plain as _plain  # pygls' namedtuple stand-ins -> plain JSON
 
         return _plain(result)
 

@@ -22,8 +22,8 @@ Requests are split by the mode the server chose (``single`` / ``multi`` line; th
 
 Two ways to run it:
 
-* any backend (CPU too): ``python bench/keystroke_e2e.py --server-args "--backend instant"`` (or
-  ``"--model PATH --device cpu"``; settings with ``--settings``);
+* any backend (CPU too): ``python bench/keystroke_e2e.py`` (the benchmark-only instant backend, ``--server instant``)
+  or ``--server dgemma-lsp --server-args "--model PATH --device cpu"``; settings with ``--settings``;
 * the H200 (``bash tests/gpu/run_device.sh keystroke``): ``--gpu-configs`` lists engines as
   ``DTYPE-PLUGIN-cCANVAS@PASS+PASS`` — DTYPE ``fp8`` (the FP8 variant's scheme, from its config.json, Triton's fused
   MoE) or ``bf16``; PLUGIN ``plugin`` (our vLLM plugin's defaults) or ``native`` (plugin off); the engine's canvas;
@@ -95,7 +95,7 @@ def prelude(chars: int) -> str:
 def analyse(client: BenchClient, keys: list[Key]) -> None:
     """Match each request's ``dgemma/canvas`` notifications (by request id) and check their order."""
     by_id: dict[str, list[tuple[float, dict]]] = {}
-    from dgemma_lsp.lsp.server import _plain
+    from dgemma_lsp.lsp.params import plain as _plain
 
     for t, params in client.canvas:
         p = params if isinstance(params, dict) else _plain(params)
@@ -116,11 +116,12 @@ def analyse(client: BenchClient, keys: list[Key]) -> None:
 
 
 async def session(server_args: list[str], settings: dict[str, Any], args: argparse.Namespace,
-                  env: dict[str, str] | None = None, context_chars: int = 4096) -> dict[str, Any]:  # fmt: skip
+                  env: dict[str, str] | None = None, context_chars: int = 4096,
+                  server: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
     rng = random.Random(args.seed)
     client = BenchClient()
     t_start = time.perf_counter()
-    await client.start(server_args, settings, env=env, ready_s=args.ready_s)
+    await client.start(server_args, settings, env=env, ready_s=args.ready_s, server=server)
     t_ready = time.perf_counter()
     uri = "file:///bench/keystroke/inventory.py"
     text = prelude(context_chars)
@@ -356,7 +357,10 @@ def report(results: list[dict[str, Any]], not_run: list[str], m: dict[str, Any],
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--server-args", default="--backend instant", help="dgemma-lsp arguments (any backend)")
+    p.add_argument("--server", choices=["instant", "dgemma-lsp"], default="instant",
+                   help="instant: bench/instant_server.py (the benchmark-only instant backend, no model); "
+                   "dgemma-lsp: the real server (its arguments in --server-args)")  # fmt: skip
+    p.add_argument("--server-args", default="", help="dgemma-lsp arguments (any backend)")
     p.add_argument("--settings", help="server settings as JSON (any backend)")
     p.add_argument("--context-chars", type=int, default=4096, help="characters of real code before the typing")
     p.add_argument("--gpu-configs", help=f"H200 engines, or 'default' ({DEFAULT_GPU_CONFIGS})")
@@ -390,8 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         settings = {"debounceMs": 0, "debounceMaxMs": 0, "minConfidence": 0}
         settings |= json.loads(args.settings) if args.settings else {}
-        r = asyncio.run(session(shlex.split(args.server_args), settings, args, context_chars=args.context_chars))
-        r |= {"config": args.server_args, "mode": "single"}
+        instant = [sys.executable, str(Path(__file__).with_name("instant_server.py"))]
+        server = instant if args.server == "instant" else None
+        r = asyncio.run(session(shlex.split(args.server_args), settings, args, context_chars=args.context_chars,
+                                server=server))  # fmt: skip
+        r |= {"config": f"{args.server} {args.server_args}".strip(), "mode": "single"}
         results, not_run = [r], []
         if r["modes"]["multi"]["requests"]:
             results.append(dict(r, mode="multi"))

@@ -1,7 +1,7 @@
 """LSP overhead on CPU: what the server itself costs per request, with a backend that answers at once.
 
-Drives ``dgemma-lsp --stdio --backend instant`` (``InstantBenchmarkBackend``: a benchmark-only backend that
-returns a fixed canvas with no model) through a real LSP client (pygls ``LanguageClient`` over the
+Drives ``python bench/instant_server.py --stdio`` (``dgemma-lsp`` on ``InstantBenchmarkBackend``: a benchmark-only
+backend that returns a fixed canvas with no model) through a real LSP client (pygls ``LanguageClient`` over the
 subprocess's stdio), one fresh server process per document size (so peak RSS is per size), and measures:
 
 - inline completion, cache misses (every request at a new position: context, plan, prompt, the backend
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import BenchClient, fmt, machine, machine_line, peak_rss_mib, percentile, read_trace  # noqa: E402
 
-DIAG_DEBOUNCE_S = 0.25  # lsp/server.py DIAGNOSTICS_DEBOUNCE_S (fixed in the server, not a setting)
+DIAG_DEBOUNCE_S = 0.25  # lsp/diagnostics_scheduler.py DEBOUNCE_S (fixed in the server, not a setting)
 
 
 def python_document(lines: int) -> str:
@@ -129,9 +129,12 @@ async def bench_size(lines: int, args: argparse.Namespace, rng: random.Random, w
     }
     profile = f"{args.profile}.{lines}" if args.profile else None
     trace = workdir / f"trace_{lines}.jsonl"
-    server = None if args.plain else [sys.executable, str(Path(__file__).with_name("trace_server.py"))]
-    env = {} if args.plain else {"DGEMMA_BENCH_TRACE": str(trace)}
-    await client.start(["--backend", "instant"], settings, env=env, profile=profile, server=server)
+    here = Path(__file__).parent
+    if args.plain:
+        server, env = [sys.executable, str(here / "instant_server.py")], {}
+    else:
+        server, env = [sys.executable, str(here / "trace_server.py"), "--instant"], {"DGEMMA_BENCH_TRACE": str(trace)}
+    await client.start([], settings, env=env, profile=profile, server=server)
     try:
         out: dict[str, Any] = {"lines": lines, "chars": len(text), "traced": not args.plain}
         base_hwm, _ = peak_rss_mib(client.pid)
@@ -291,9 +294,9 @@ def report(results: list[dict[str, Any]], m: dict[str, Any], command: str, args:
     L.append(f"Command: `{command}`")
     L.append("")
     server = (
-        "`dgemma-lsp --stdio --backend instant`"
+        "`python bench/instant_server.py --stdio` (= `dgemma-lsp` on the instant backend)"
         if args.plain
-        else "`python bench/trace_server.py --stdio --backend instant` (= `dgemma-lsp` with per-message timestamps)"
+        else "`python bench/trace_server.py --instant --stdio` (the same with per-message timestamps)"
     )
     L.append(
         f"Server: {server}; InstantBenchmarkBackend (benchmark-only, answers at once); `debounceMs: 0`, other "

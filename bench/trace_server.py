@@ -8,6 +8,9 @@ The trace goes to the file named by ``DGEMMA_BENCH_TRACE``, one JSON object per 
 dispatch returned; async handlers continue as tasks) and ``{"method", "t_in", "t_handled"}`` for notifications
 (sync handlers such as ``didChange`` do all their work in between). Times are ``time.perf_counter()`` seconds.
 The JSON parsing of the incoming body (before dispatch) is not included.
+
+``--instant`` (anywhere in the arguments) serves with the benchmark-only instant backend (``instant_server.py``):
+``python bench/trace_server.py --instant --stdio``.
 """
 
 from __future__ import annotations
@@ -71,4 +74,10 @@ if __name__ == "__main__":
     install()
     from dgemma_lsp.cli import main
 
-    sys.exit(main())
+    argv = [a for a in sys.argv[1:] if a != "--instant"]
+    extend = None
+    if len(argv) < len(sys.argv) - 1:  # --instant: the benchmark-only instant backend (instant_server.py)
+        from instant_server import use_instant_backend
+
+        extend = use_instant_backend
+    sys.exit(main(argv, extend_server=extend))

@@ -12,6 +12,7 @@ import asyncio
 import difflib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ class CliError(Exception):
 def _common(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     # On subcommands the defaults are SUPPRESS, so `dgemma-lsp --model X doctor` keeps the X given before it.
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
-    p.add_argument("--backend", choices=["transformers", "vllm", "openai", "instant"], help="diffusion backend", **kw)
+    p.add_argument("--backend", choices=["transformers", "vllm", "openai"], help="diffusion backend", **kw)
     p.add_argument("--model", help="checkpoint folder or hub id (default: the embedded model)", **kw)
     p.add_argument("--config", help="settings file (TOML or JSON)", **kw)
     p.add_argument("--device", help="auto | cpu | cuda | cuda:N", **kw)
@@ -331,7 +332,9 @@ async def _doctor(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, extend_server: Callable[[Any], None] | None = None) -> int:
+    """Run ``dgemma-lsp``; ``extend_server`` sees the language server before it starts (test and benchmark
+    launchers add commands or wrap its backends there)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -350,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # The flags that started the server are its base; the editor's settings (initializationOptions,
             # workspace/configuration) refine them, so a user can switch models from the editor.
-            run_stdio(settings)
+            run_stdio(settings, extend=extend_server)
             return 0
         handler = {"complete": _complete, "fix": _fix, "doctor": _doctor}[args.command]
         return asyncio.run(handler(args))
@@ -361,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def entry() -> None:
+def entry(*, extend_server: Callable[[Any], None] | None = None) -> None:
     """Console-script entry: run, flush, and leave without interpreter teardown.
 
     Native thread pools (torch, tokenizers) can abort the process ("terminate called without an active
@@ -371,7 +374,7 @@ def entry() -> None:
     import logging
 
     try:
-        code = main()
+        code = main(extend_server=extend_server)
     except SystemExit as exc:  # argparse errors
         code = exc.code if isinstance(exc.code, int) else 2
     try:

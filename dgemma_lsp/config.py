@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("transformers", "vllm", "openai", "instant")
+BACKENDS = ("transformers", "vllm", "openai")
 
 
 class ConfigError(ValueError):

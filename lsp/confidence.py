@@ -22,7 +22,7 @@ DEFAULT_TEMPERATURES = (0.4, 0.8)  # transformers' DiffusionGemma generation def
 
 def recommended(backend: Any) -> dict[str, float]:
     """The serving checkpoint's recommendations (``backend/model_card.py``); {} when it has none."""
-    inner = getattr(backend, "inner", backend)  # the server's fault-injection wrapper
+    inner = getattr(backend, "inner", backend)  # a wrapping backend (tests/support/lsp_launcher.py) exposes .inner
     rec = getattr(inner, "recommended", None)
     return rec if isinstance(rec, dict) else {}
 

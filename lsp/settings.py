@@ -13,7 +13,7 @@ from typing import Any
 
 from dgemma_lsp.config import ConfigError, Settings
 
-__all__ = ["SECTION", "RESTART_KEYS", "SettingsManager", "extract"]
+__all__ = ["SECTION", "RESTART_KEYS", "CACHE_KEYS", "DIAGNOSTICS_KEYS", "SettingsManager", "extract"]
 
 SECTION = "dgemma"
 # Changing these needs a new backend instance (reload the model / reconnect).
@@ -36,6 +36,26 @@ RESTART_KEYS = frozenset(
         "vllm_plugin",
     }
 )
+# Changing these makes cached completions stale (a cached answer passed the old gate, not necessarily the new one).
+CACHE_KEYS = frozenset(
+    {
+        "denoising_steps",
+        "canvas_length",
+        "single_line_canvas",
+        "multi_line_canvas",
+        "model",
+        "backend",
+        "entropy_bound",
+        "t_min",
+        "t_max",
+        "min_confidence",
+        "seed",
+        "max_prefix_tokens",
+        "max_suffix_tokens",
+    }
+)
+# Changing these decides anew which documents get structure diagnostics.
+DIAGNOSTICS_KEYS = frozenset({"diagnostics", "enable", "max_document_bytes"})
 
 
 def extract(obj: Any) -> dict[str, Any]:

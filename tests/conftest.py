@@ -52,6 +52,20 @@ def server_command(model: Path, log_file: Path | None = None) -> list[str]:
     return cmd
 
 
+LAUNCHER = Path(__file__).parent / "support" / "lsp_launcher.py"
+
+
+def launcher_command(model: Path, log_file: Path | None = None) -> list[str]:
+    """``dgemma-lsp --stdio`` through the test-only launcher (fault injection and scripted next-edit answers:
+    tests/support/lsp_launcher.py); the same arguments as :func:`server_command`."""
+    import sys
+
+    cmd = [sys.executable, str(LAUNCHER), "--stdio", "--model", str(model)]
+    if log_file is not None:
+        cmd += ["--log-file", str(log_file)]
+    return cmd
+
+
 def client_capabilities():
     from lsprotocol import types
 
@@ -80,7 +94,8 @@ async def start_client(
     wait_ready: bool = True,
 ):
     """Start ``dgemma-lsp --stdio`` under a pytest-lsp client, initialize it and (by default) wait until
-    the backend reports ready. The client collects ``dgemma/canvas`` notifications in ``client.canvas``
+    the backend reports ready. ``faults`` starts it through the test-only launcher (:func:`launcher_command`: the
+    ``dgemma.test.*`` commands). The client collects ``dgemma/canvas`` notifications in ``client.canvas``
     and answers ``workspace/applyEdit`` by recording the edit in ``client.applied``."""
     import asyncio
 
@@ -88,9 +103,8 @@ async def start_client(
     from pytest_lsp import ClientServerConfig
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    if faults:
-        env["DGEMMA_LSP_FAULTS"] = "1"
-    config = ClientServerConfig(server_command=server_command(model, log_file), server_env=env)
+    command = launcher_command(model, log_file) if faults else server_command(model, log_file)
+    config = ClientServerConfig(server_command=command, server_env=env)
     client = await config.start()
     client.canvas = []
     client.applied = []

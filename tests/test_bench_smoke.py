@@ -103,7 +103,7 @@ def test_keystroke_e2e_runs(tmp_path: Path) -> None:
     """The keystroke-to-ghost-text benchmark on the benchmark-only instant backend: every request is matched to its
     canvas notifications, none lost or out of order, and the server's share is measured."""
     data, md = run_script(
-        ["bench/keystroke_e2e.py", "--server-args", "--backend instant", "--functions", "1", "--max-keys", "24",
+        ["bench/keystroke_e2e.py", "--server", "instant", "--functions", "1", "--max-keys", "24",
          "--gap-ms", "10-20", "--pause-ms", "50"],
         tmp_path,
     )  # fmt: skip

@@ -9,8 +9,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent / "editors"))
 from editor_tools import NVIM_PLUGIN, nvim011, nvim012, nvim_test, path_without_server  # noqa: E402
 
@@ -90,11 +88,9 @@ def test_nvim012_first_run_from_loading_to_accepted_fix(tiny_checkpoint: Path, t
         assert checks[name]["ok"], name
 
 
-def test_nvim012_next_edit_shown_jumped_accepted_dismissed(
-    tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DGEMMA_LSP_FAULTS", "1")  # the server's test-only scriptNextEdit command
-    data = nvim_test(nvim012(), "test_next_edit012.lua", tiny_checkpoint, tmp_path)
+def test_nvim012_next_edit_shown_jumped_accepted_dismissed(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    # through the test-only launcher: its dgemma.test.scriptNextEdit command gives the answers' text
+    data = nvim_test(nvim012(), "test_next_edit012.lua", tiny_checkpoint, tmp_path, launcher=True)
     checks = data["checks"]
     for name in (
         "next edit shown after a pause",

@@ -46,10 +46,14 @@ def vscode_modules() -> Path:
     return mods
 
 
-def server_command(model: Path, log_file: Path | None = None) -> list[str]:
-    """`dgemma-lsp --stdio` from this interpreter's environment, on the tiny checkpoint."""
+def server_command(model: Path, log_file: Path | None = None, *, launcher: bool = False) -> list[str]:
+    """`dgemma-lsp --stdio` from this interpreter's environment, on the tiny checkpoint; ``launcher``: through the
+    test-only launcher (tests/support/lsp_launcher.py: the `dgemma.test.*` commands)."""
     exe = Path(sys.executable).with_name("dgemma-lsp")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dgemma_lsp.cli"]
+    if launcher:
+        cmd = [sys.executable, str(ROOT / "tests" / "support" / "lsp_launcher.py")]
+    else:
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dgemma_lsp.cli"]
     cmd += ["--stdio", "--model", str(model)]
     if log_file is not None:
         cmd += ["--log-file", str(log_file)]
@@ -83,13 +87,15 @@ def nvim_test(
     *,
     plugin_dir: Path = NVIM_PLUGIN,
     env_extra: dict[str, str] | None = None,
+    launcher: bool = False,
 ) -> dict:
-    """Run one headless Neovim test script and return its JSON result (failing with its log otherwise)."""
+    """Run one headless Neovim test script and return its JSON result (failing with its log otherwise);
+    ``launcher``: the server runs through the test-only launcher (see :func:`server_command`)."""
     result = tmp_path / "result.json"
     log = tmp_path / "server.log"
     env = {
         "DGEMMA_PLUGIN_DIR": str(plugin_dir),
-        "DGEMMA_LSP_CMD": json.dumps(server_command(model, log)),
+        "DGEMMA_LSP_CMD": json.dumps(server_command(model, log, launcher=launcher)),
         "DGEMMA_RESULT": str(result),
         "DGEMMA_WORKDIR": str(tmp_path),
         "DGEMMA_TIMEOUT_S": str(timeout_s),

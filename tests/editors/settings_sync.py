@@ -24,7 +24,7 @@ CLIENT_ONLY_PREFIXES = ("dgemma.server.", "dgemma.trace.", "dgemma.client.")
 # Settings field cannot ship without a description.
 DESCRIPTIONS: dict[str, str] = {
     "backend": "Which engine serves the model: transformers (local, CPU/GPU), vllm (embedded engine, GPU), "
-    "openai (remote OpenAI-compatible server), instant (benchmark only).",
+    "openai (remote OpenAI-compatible server).",
     "model": "Checkpoint folder or Hugging Face hub id. Empty = the embedded default model.",
     "device": "auto, cpu, cuda or cuda:N.",
     "dtype": "auto, float32, bfloat16 or float16.",

@@ -1,5 +1,5 @@
 -- Neovim 0.12 next-edit suggestions end to end against dgemma-lsp (the tiny model; its answers are scripted with
--- the server's test-only dgemma.test.scriptNextEdit, so the real canvas runs and only its text is known):
+-- the test-only launcher's dgemma.test.scriptNextEdit, so the real canvas runs and only its text is known):
 -- a rename on the def line, a pause, the rest of the rename shown as virtual text (old text struck, new text
 -- inline), the jump key moves to it, the accept key applies it and the server names the next site, the jump key
 -- goes there; the dismiss key hides a suggestion and reports it; a broken answer is never shown.
@@ -45,7 +45,6 @@ end
 
 H.run(function()
   H.check('neovim is 0.12+', vim.fn.has('nvim-0.12') == 1, tostring(vim.version()))
-  vim.env.DGEMMA_LSP_FAULTS = '1' -- the server registers its test-only commands (the child inherits it)
   local dgemma = H.load_plugin()
   dgemma.setup({
     cmd = H.server_cmd(),

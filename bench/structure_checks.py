@@ -1,4 +1,4 @@
-"""Timing figures for the structure checks on ~1 MB documents: ``python -m dgemma_lsp.lsp.repair.bench``."""
+"""Timing figures for the structure checks on ~1 MB documents: ``python bench/structure_checks.py``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from .. import diagnostics as _diag
-from . import jsonc as _json
-from .rules import rules_fix
+from dgemma_lsp.lsp import diagnostics as _diag
+from dgemma_lsp.lsp.repair import jsonc as _json
+from dgemma_lsp.lsp.repair.rules import rules_fix
 
 
 def _clear() -> None:

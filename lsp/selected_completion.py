@@ -1,0 +1,48 @@
+"""Inline completion while the editor's completion widget shows an item (``selectedCompletionInfo``).
+
+VS Code only shows inline items that start with the selected completion, so the server completes as if the item
+were inserted and returns items that extend it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from .documents import BlockLineIndex, Document
+from .text import PositionError
+
+if TYPE_CHECKING:
+    from .server import DGemmaServer
+
+__all__ = ["complete_after_selection"]
+
+
+async def complete_after_selection(
+    ls: DGemmaServer, doc: Document, selected: types.SelectedCompletionInfo, invoked: bool
+) -> list[types.InlineCompletionItem]:
+    """Items for ``doc`` with ``selected`` inserted: each starts with the selected text."""
+    r = selected.range
+    try:
+        a = doc.offset(r.start.line, r.start.character)
+        b = doc.offset(r.end.line, r.end.character)
+    except PositionError as exc:
+        ls.log_line(logging.WARNING, f"inline completion: bad selectedCompletionInfo range ({exc})")
+        return []
+    if b < a:
+        return []
+    text = doc.text
+    virtual = Document(doc.uri, doc.language_id, doc.version, BlockLineIndex(text[:a] + selected.text + text[b:]))
+    virtual.shown_path = doc.shown_path  # the prompt names the file as for the document itself
+    vline, vchar = virtual.position(a + len(selected.text))
+    items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
+    out = []
+    for item in items:
+        closers = item.range.end.character - item.range.start.character  # UTF-16 units right of the cursor
+        end = doc.position(b)
+        item.insert_text = selected.text + item.insert_text
+        item.range = types.Range(start=r.start, end=types.Position(line=end[0], character=end[1] + max(0, closers)))
+        out.append(item)
+    return out

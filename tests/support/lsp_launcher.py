@@ -1,0 +1,131 @@
+"""``dgemma-lsp`` with the suite's test-only machinery: ``python tests/support/lsp_launcher.py --stdio [ARGS]``.
+
+The product's own entry (``dgemma_lsp.cli.main``, the same arguments as ``dgemma-lsp``) with two additions made
+on the server object before it starts, so that nothing test-only ships in the package:
+
+- every backend the server loads is wrapped in :class:`TestingBackend`, which sits *below* the layer under test
+  (the server): the server sees a backend that errors, hangs past its deadline or dies, exactly as it would see a
+  real one, and next-edit answers whose text is known;
+- two commands arm it: ``dgemma.test.setFault {mode: error|hang|die|none, count}`` (the next ``count``
+  generations fail that way) and ``dgemma.test.scriptNextEdit TEXT...`` (queue answer texts for next-edit
+  requests: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
+  test checks what the server does with a known answer instead of with a random-weight model's noise).
+
+Used by tests/conftest.py (``start_client``) and the editors' end-to-end tests that script next edits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidRequest
+
+from dgemma_lsp.backend.contract import (
+    Backend,
+    BackendError,
+    BackendInfo,
+    BackendUnavailable,
+    CanvasEvent,
+    CanvasRequest,
+    Done,
+    ProgressCallback,
+)
+
+SET_FAULT_COMMAND = "dgemma.test.setFault"
+SCRIPT_COMMAND = "dgemma.test.scriptNextEdit"
+# error: generate raises BackendError; hang: generate never yields (the server's timeout must fire);
+# die: generate raises BackendUnavailable (the backend is gone; the server must reload it).
+FAULT_MODES = ("none", "error", "hang", "die")
+NEXT_EDIT_TAG = "next-edit"  # the tag lsp/next_edit.py gives its requests
+
+
+class TestingBackend:
+    """Delegates to ``inner`` unless a fault is armed (``count`` faults fire, then it behaves again); the final text
+    of a next-edit generation is replaced by the next scripted answer when one is queued."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, inner: Backend, scripted: deque[str]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.scripted = scripted
+        self.mode = "none"
+        self.count = 0
+        self.fired = 0
+
+    def __getattr__(self, name: str) -> Any:  # tokenizer, recommended, ...: the real backend's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def arm(self, mode: str, count: int = 1) -> None:
+        if mode not in FAULT_MODES:
+            raise ValueError(f"fault mode must be one of {', '.join(FAULT_MODES)}")
+        self.mode, self.count = mode, max(0, int(count))
+
+    async def start(self, progress: ProgressCallback | None = None) -> None:
+        await self.inner.start(progress)
+
+    async def _fault(self) -> None:
+        self.count -= 1
+        self.fired += 1
+        mode = self.mode
+        if self.count == 0:
+            self.mode = "none"
+        if mode == "error":
+            raise BackendError("injected fault: the backend failed")
+        if mode == "die":
+            raise BackendUnavailable("injected fault: the backend died")
+        if mode == "hang":
+            await asyncio.sleep(3600)
+
+    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+        if self.mode != "none" and self.count > 0:
+            await self._fault()
+        async for ev in self.inner.generate(request):
+            if isinstance(ev, Done) and request.tag == NEXT_EDIT_TAG and self.scripted:
+                ev = Done(self.scripted.popleft(), ev.stats)
+            yield ev
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def info(self) -> BackendInfo:
+        info = self.inner.info()
+        info.detail = dict(info.detail, fault_mode=self.mode, faults_fired=self.fired)
+        return info
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def install(server: Any) -> None:
+    """Wrap the server's backends and register the two test commands (before the server starts)."""
+    from dgemma_lsp.lsp.params import arg, plain
+
+    scripted: deque[str] = deque()  # kept across backend reloads
+    create = server.backend_mgr.create
+    server.backend_mgr.create = lambda settings: TestingBackend(create(settings), scripted)
+
+    @server.command(SET_FAULT_COMMAND)
+    def set_fault(ls: Any, *args: Any) -> dict[str, Any]:
+        value = arg(args) or {}
+        backend = ls.backend_mgr.backend
+        if not isinstance(backend, TestingBackend):
+            raise JsonRpcInvalidRequest("no fault-injecting backend loaded")
+        backend.arm(str(value.get("mode", "none")), int(value.get("count", 1)))
+        return {"mode": backend.mode, "count": backend.count}
+
+    @server.command(SCRIPT_COMMAND)
+    def script_next_edit(ls: Any, *args: Any) -> dict[str, Any]:
+        scripted.extend(a for a in (plain(x) for x in args) if isinstance(a, str))
+        return {"queued": len(scripted)}
+
+
+if __name__ == "__main__":
+    from dgemma_lsp.cli import entry
+
+    entry(extend_server=install)
