@@ -5,7 +5,7 @@ default and never used by tests of the pipeline (those run the real tiny Diffusi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from .contract import BackendInfo, CanvasEvent, CanvasRequest, Committed, Done, Draft, ProgressCallback, Stats
@@ -29,7 +29,7 @@ class InstantBenchmarkBackend:
     async def start(self, progress: ProgressCallback | None = None) -> None:
         return None
 
-    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         self.calls += 1
         if request.want_drafts:
             yield Draft(0, 1, self.answer)

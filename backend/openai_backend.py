@@ -32,7 +32,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -558,10 +558,10 @@ class OpenAIBackend:
             body["vllm_xargs"] = xargs
         return path, body
 
-    def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         return self._generate(request)
 
-    async def _generate(self, req: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def _generate(self, req: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         t0 = time.monotonic()
         deadline = self._deadline(req)
         if req.cancel is not None and req.cancel.cancelled:
@@ -651,7 +651,7 @@ class OpenAIBackend:
         t0: float,
         stats: Stats,
         degraded: list[str],
-    ) -> AsyncIterator[CanvasEvent]:
+    ) -> AsyncGenerator[CanvasEvent, None]:
         client = self._ensure_client()
         attempt = 0
         skip: set[str] = set()  # optional fields dropped for this request after the server refused them
@@ -716,7 +716,7 @@ class OpenAIBackend:
 
     async def _events(
         self, req: CanvasRequest, resp: httpx.Response, deadline: float, t0: float, stats: Stats
-    ) -> AsyncIterator[CanvasEvent]:
+    ) -> AsyncGenerator[CanvasEvent, None]:
         ctype = resp.headers.get("content-type", "")
         index = 0
         acc = ""

@@ -9,7 +9,7 @@ deadline or dies, exactly as it would see a real one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from dgemma_lsp.backend.contract import (
@@ -52,7 +52,7 @@ class FaultInjectingBackend:
     async def start(self, progress: ProgressCallback | None = None) -> None:
         await self.inner.start(progress)
 
-    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         if self.mode != "none" and self.count > 0:
             self.count -= 1
             self.fired += 1

@@ -27,7 +27,6 @@ import math
 import multiprocessing as mp
 import os
 import random
-import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -579,7 +578,7 @@ def main(argv: list[str] | None = None) -> None:
     amp = a.device.startswith("cuda")
     meta = {"preset": a.preset, "params": n_params, "args": vars(a)}
     out = Path(a.out)
-    ema: dict[str, float] = {}
+    ema: dict[str, Any] = {}  # device tensors
     # host seconds per part since the last log line (launch: the step's kernels queued, not finished)
     timing = {"data": 0.0, "prep": 0.0, "launch": 0.0}
     timed_steps, t_log = 0, time.perf_counter()
@@ -826,7 +825,7 @@ class GraphedStep:
         loss.backward()
         template = DynamicCache(config=self.model.config.get_text_config())
         for mine, seen in zip(template.layers, warm.layers, strict=True):
-            mine.lazy_initialization(seen.keys, seen.values)
+            mine.lazy_initialization(seen.keys, seen.values)  # type: ignore[union-attr, arg-type]  # transformers types layers as any cache kind
         self.template = template
 
     def _zero_grads(self) -> None:
@@ -939,4 +938,4 @@ def _has_cuda() -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

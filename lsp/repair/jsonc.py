@@ -12,7 +12,7 @@ commas), so a clean 1 MB file costs a few milliseconds.
 from __future__ import annotations
 
 import functools
-import json
+import json.scanner
 import math
 import re
 from collections.abc import Iterator
@@ -137,7 +137,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
     """Yield (kind, start, end) for every token except whitespace."""
     end = len(text) if end is None else end
     for m in _TOKEN_RE.finditer(text, start, end):
-        kind = m.lastgroup
+        kind = m.lastgroup or ""  # every alternative of _TOKEN_RE is a named group
         if kind == "ws":
             continue
         s, e = m.span()
@@ -155,7 +155,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
 
 
 _DECODER = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name), strict=True)
-_SCAN_ONCE = json.scanner.make_scanner(_DECODER)
+_SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]  # typeshed: the context is a JSONDecoder
 _WS_RE = re.compile(r"[ \t\n\r]*")
 _ATOM_CHARS = frozenset("$+-.\\_")
 
@@ -167,10 +167,10 @@ class _NoLineNumbers(str):
 
     __slots__ = ()
 
-    def count(self, *args: object) -> int:  # type: ignore[override]
+    def count(self, *args: object) -> int:
         return 0
 
-    def rfind(self, *args: object) -> int:  # type: ignore[override]
+    def rfind(self, *args: object) -> int:
         return -1
 
 
@@ -210,7 +210,7 @@ class _Lexer:
                 raise StopIteration
             s, e = m.span()
             self.pos = e
-            kind = m.lastgroup
+            kind = m.lastgroup or ""
             if kind == "ws":
                 continue
             self.marks.append(s)
@@ -227,7 +227,7 @@ class _Lexer:
     def try_value(self) -> tuple[int, int] | None:
         """(start, end) of a complete, valid JSON value at the current position (parsed in C), or None."""
         text = self.text
-        p = _WS_RE.match(text, self.pos, self.end).end()
+        p = _WS_RE.match(text, self.pos, self.end).end()  # type: ignore[union-attr]  # a `*` pattern always matches
         if p >= self.end or text[p] in "/]},:'":
             return None
         try:
@@ -353,7 +353,7 @@ _WORD_VALUES: dict[str, object] = {
 }
 
 
-def lenient_value(kind: str, token_text: str) -> object:
+def lenient_value(kind: str, token_text: str) -> tuple[str, object]:
     """A comparable value for a value token, lenient about the spelling (``True`` == ``true``, ``.5`` == ``0.5``)."""
     if kind in (STRING, SQ_STRING, UNTERMINATED):
         return ("s", lenient_string(token_text))
@@ -506,7 +506,7 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
 
     while True:
         if pending:
-            tok = pending.pop()
+            tok: tuple[str, int, int] | None = pending.pop()
         else:
             # Deep inside a nest every C attempt re-scans the whole nest: below depth 64, go token by token.
             if (
@@ -1069,7 +1069,7 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
 
     # End of input: a truncated document gets its dangling member completed and its containers closed.
     if stack:
-        edits: list[tuple[int, int, str]] = []
+        edits = []
         at = prev_end
         if state == "colon":
             edits.append((at, at, ": null"))
@@ -1079,9 +1079,9 @@ def parse(text: str, jsonc: bool, start: int = 0, end: int | None = None) -> Par
             edits.append((last_comma, last_comma + 1, ""))
             at = last_comma
         edits.append((at, at, close_insert_text(at)))
-        opener, pos = stack[-1]
+        opener_char, pos = stack[-1]
         more = f" (and {len(stack) - 1} more)" if len(stack) > 1 else ""
-        add(JsonIssue(pos, pos + 1, "json.unclosed", f"{opener!r} is never closed{more}", edits, container()))
+        add(JsonIssue(pos, pos + 1, "json.unclosed", f"{opener_char!r} is never closed{more}", edits, container()))
     return ParseResult(issues, tokens, start, end, it.marks)
 
 
