@@ -142,6 +142,7 @@ async def test_cancel_stops_within_one_step(backend):
         seen += 1
         if seen == 3:
             break
+    assert seen == 3  # three drafts of a 5000-step request, then the consumer stops
     await stream.aclose()
     for _ in range(200):  # the worker finishes its current step, then unwinds
         if backend.active == 0:
