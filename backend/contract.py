@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -190,7 +190,7 @@ class Backend(Protocol):
     async def start(self, progress: ProgressCallback | None = None) -> None:
         """Load the model / connect. Idempotent. May take minutes for big checkpoints."""
 
-    def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         """Stream events for one request. Closing the iterator cancels the work."""
 
     def count_tokens(self, text: str) -> int:

@@ -18,7 +18,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,7 +230,7 @@ class TransformersBackend:
             raise BackendUnavailable(
                 f"model {self.model_ref!r} has no chat template (DiffusionGemma is prompted through it)"
             )
-        model.to(device).eval()
+        model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to through functools.wraps
         torch.set_grad_enabled(False)
         if self.use_triton and device.startswith("cuda"):
             try:  # one Triton pass per step instead of softmax + multinomial + argmax + two entropies
@@ -320,7 +320,7 @@ class TransformersBackend:
 
     # -- generation --------------------------------------------------------------------------------------------
 
-    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         if self.model is None:
             await self.start()
         loop = asyncio.get_running_loop()

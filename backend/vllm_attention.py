@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 TILES_ENV = "DGEMMA_ATTN_TILES"
 # head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages): the fastest of the sweep on the
@@ -172,7 +172,7 @@ def parse_wide(raw: str | None) -> tuple[tuple[int | None, WideTiles], ...] | No
         return DEFAULT_WIDE
     if val in ("off", "none", "no", "false", "0"):
         return None
-    return parse_sized(WIDE_ENV, val, lambda spec: _parse_wide_tiles(raw, spec), last_unlimited=True)
+    return parse_sized(WIDE_ENV, val, lambda spec: _parse_wide_tiles(raw or "", spec), last_unlimited=True)
 
 
 def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) -> WideTiles:
@@ -286,7 +286,7 @@ def fa3_plans(
 ) -> tuple[Any, ...]:
     """The plans of :func:`fa3_canvas_attention`'s passes, in its order: one for a bool ``causal``; for per-request
     flags the bidirectional pass's (over ``rows[0]``) then the causal pass's (over ``rows[1]``, :func:`fa3_rows`)."""
-    flags, used = ((causal,), (None,)) if isinstance(causal, bool) else ((False, True), rows)
+    flags, used = ((causal,), (None,)) if isinstance(causal, bool) else ((False, True), cast(tuple[Any, Any], rows))
     return tuple(
         fa3_plan(
             q=q,
@@ -514,7 +514,7 @@ def _build_classes() -> dict[str, Any]:
 
         def forward(
             self,
-            layer: torch.nn.Module,
+            layer: Any,  # vLLM's attention layer (torch.nn.Module types its scales as Tensor | Module)
             query: torch.Tensor,
             key: torch.Tensor,
             value: torch.Tensor,
@@ -545,7 +545,7 @@ def _build_classes() -> dict[str, Any]:
                 return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
             n = md.num_actual_tokens
             key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
-            if self._fa3 and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
+            if self._fa3 and fa3 is not None and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
                 # one metadata object per step and KV group, shared by its layers (25 sliding layers in the 26B):
                 # the pass rows and FA3's scheduler plans once per step, checked against what they came from
                 kept = getattr(md, "_dgemma_fa3", None)

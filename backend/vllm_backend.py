@@ -20,7 +20,7 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -572,7 +572,7 @@ class VLLMBackend:
         self._error = f"the vLLM engine process died{why}"
         return BackendUnavailable(self._error, kind="dead")
 
-    async def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         if self._engine is None:  # (not while start() warms the engine up: that holds the start lock)
             await self.start()
         if engine_died(self._engine):
@@ -594,7 +594,7 @@ class VLLMBackend:
         rid = f"dg{uuid.uuid4().hex[:16]}"
         queue: asyncio.Queue = asyncio.Queue()
         tapped = self._tap is not None and "dgemma_draft_tap" in (mapped.sampling.get("extra_args") or {})
-        if tapped:
+        if tapped and self._tap is not None:
             self._tap.queues[rid] = queue
         # near max_model_len vLLM commits a shorter canvas than the draft: let the engine's commit decide there
         early = tapped and self.early_commit and mapped.early_commit

@@ -115,7 +115,7 @@ def build_layer_class(base: type) -> type:
     the branches' sum differ."""
     import torch
 
-    class DGemmaOverlapDecoderLayer(base):  # type: ignore[misc, valid-type]
+    class DGemmaOverlapDecoderLayer(base):
         dgemma_ffn_key: str = ""
 
         def forward(
@@ -125,7 +125,7 @@ def build_layer_class(base: type) -> type:
             residual: torch.Tensor | None,
             per_layer_input: torch.Tensor | None = None,
             **kwargs: Any,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
+        ) -> tuple[torch.Tensor, torch.Tensor | None]:
             if not self.enable_moe_block:
                 return super().forward(positions, hidden_states, residual, per_layer_input, **kwargs)
             residual = hidden_states

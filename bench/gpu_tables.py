@@ -1,6 +1,6 @@
 """Markdown tables from ``bench/gpu_step.py`` rows (JSON lines): what ``bench/RESULTS.md`` quotes.
 
-    python3 bench/gpu_tables.py tests/gpu/last_run/s3_runD_gpu_step.jsonl [more.jsonl ...] > tables.md
+    python3 bench/gpu_tables.py gpu_step.jsonl [more.jsonl ...] > tables.md
 
 ``gpu_step.py`` writes ``<out>.md`` beside its ``--out`` file with this at the end of a run. Pure functions: runs
 anywhere (no GPU, no torch). Ratios are computed from rows of the files given, so pass one run's files.

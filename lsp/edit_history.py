@@ -96,7 +96,7 @@ class EditHistory:
             q.append(EditRecord(line, old, new, now, new_last))
 
     def observe(
-        self, uri: str, index: Any, start_line: int, end_line: int, new_text: str, apply: Callable[[], Any]
+        self, uri: str, index: Any, start_line: int, end_line: int, new_text: str, apply: Callable[..., Any]
     ) -> Any:
         """Record one ranged ``contentChanges`` entry around ``apply()`` (which edits ``index``, a line index with
         ``line(n)`` and ``line_count``); returns what ``apply`` returns. Costs a few line reads per keystroke."""

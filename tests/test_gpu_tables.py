@@ -35,6 +35,43 @@ def test_suggestions_and_moe_tuning_from_another_run_file() -> None:
     assert "### vLLM engines" not in md  # no engine rows in that file: no empty table
 
 
+def test_the_tables_read_only_fields_the_benchmark_writes() -> None:
+    """The rendering tests above read rows committed from one H200 run; this ties the renderer to the benchmark as it
+    is now: every row field ``gpu_tables.py`` reads is one that ``gpu_step.py`` or ``tune_moe.py`` writes (a dict key
+    or an assigned field of a row), so renaming or dropping a field in the benchmark fails here, not on the device."""
+    import ast
+
+    row_names = {"r", "fl", "ref", "ours"}  # the renderer's names for a row
+
+    def read(tree: ast.AST) -> set[str]:
+        keys = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name):
+                if n.value.id in row_names and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str):
+                    keys.add(n.slice.value)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args:
+                obj, arg = n.func.value, n.args[0]
+                if isinstance(obj, ast.Name) and obj.id in row_names and isinstance(arg, ast.Constant):
+                    keys.add(arg.value)
+        return keys
+
+    def written(tree: ast.AST) -> set[str]:
+        keys = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Dict):
+                keys |= {k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "dict":
+                keys |= {k.arg for k in n.keywords if k.arg}
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.slice, ast.Constant):
+                keys.add(n.slice.value)
+        return keys
+
+    reads = read(ast.parse((ROOT / "bench" / "gpu_tables.py").read_text()))
+    writes = set().union(*(written(ast.parse((ROOT / "bench" / f).read_text())) for f in ("gpu_step.py", "tune_moe.py")))
+    assert len(reads) > 30  # the walk found the renderer's reads
+    assert not reads - writes, sorted(reads - writes)
+
+
 def test_command_line() -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "gpu_tables.py"), str(RUN_D)], capture_output=True, text=True, check=True

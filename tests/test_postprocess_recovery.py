@@ -137,6 +137,7 @@ def test_recovers_the_cut_code(examples, how: str, floor: float) -> None:
             continue
         total[plan.mode] += 1
         ok[plan.mode] += clean_completion(raw, ctx, plan) == middle
+    assert total, f"{how}: no example could be garbled this way"
     for mode in total:
         rate = ok[mode] / total[mode]
         print(f"{examples[0][0].language_id:10} {how:22} {mode:6} {ok[mode]}/{total[mode]} = {rate:.1%}")

@@ -98,15 +98,20 @@ def test_fix_all(name: str, lang: str, broken: str, fixed: str) -> None:
 
 @pytest.mark.parametrize(("name", "lang", "broken", "fixed"), CASES, ids=[c[0] for c in CASES])
 def test_each_diagnostic_fix_is_validated_and_local(name: str, lang: str, broken: str, fixed: str) -> None:
-    for issue in find_issues(broken, lang):
+    issues = find_issues(broken, lang)
+    assert issues, f"{name}: the broken input reports no issue"
+    checked = 0
+    for issue in issues:
         fix = rules_fix(broken, lang, issue)
         if fix is None:
             continue  # some issues only go away together with another; the fix-all action covers them
+        checked += 1
         out = fix.apply(broken)
         assert revalidate(broken, fix, lang) is None
         assert validate_fix(broken, out, lang, fix.span) is None  # what a client checking one span sees
         left = find_issues(out, lang)
         assert all(i.code != issue.code or i.start != issue.start for i in left), f"{name}: {issue.code} remains"
+    assert checked, f"{name}: no issue has a fix of its own"
 
 
 def test_at_least_25_breakage_kinds() -> None:

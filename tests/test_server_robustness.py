@@ -35,6 +35,7 @@ async def test_position_past_the_end_is_empty_with_a_log_line(lsp):
     assert "past the end" in logs_since(lsp, mark)
     # a character past the end of a line is clamped to the line end (the LSP rule)
     items = await complete(lsp, uri, 0, 99, invoked=True)
+    assert items, "no suggestion at the clamped position"
     for item in items:
         assert item.range.start == types.Position(line=0, character=5)
 
@@ -46,6 +47,7 @@ async def test_surrogate_splitting_offset(lsp):
     assert await complete(lsp, uri, 0, 6) == []
     assert "surrogate" in logs_since(lsp, mark)
     items = await complete(lsp, uri, 0, 10, invoked=True)  # after the emoji: UTF-16 column 10
+    assert items, "no suggestion after the emoji"
     for item in items:
         assert item.range.start == types.Position(line=0, character=10)
 
@@ -58,6 +60,7 @@ async def test_crlf_document_edits_and_ranges(lsp):
     diags = await wait_until(lambda: _diags(lsp, uri), timeout=20)
     assert diags[0].range.start.line == 2
     items = await complete(lsp, uri, 1, 9, invoked=True)
+    assert items, "no suggestion in the CRLF document"
     for item in items:
         assert item.range.start.line == 1 and item.range.start.character == 9
 
@@ -121,7 +124,7 @@ async def test_five_megabyte_document(lsp):
     await status(lsp)
     assert time.monotonic() - t0 < 5.0  # 20 edits of a 5 MB document: no whole-file rescans
     items = await complete(lsp, uri, 40_000, 28, invoked=True)
-    assert isinstance(items, list)
+    assert isinstance(items, list) and items, items
     for item in items:
         assert item.range.start.line == 40_000
     from conftest import close_doc

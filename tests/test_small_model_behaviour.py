@@ -121,7 +121,8 @@ def test_model_repairs_some_held_out_json(backend) -> None:
     report = evaluate.run_json(backend, {}, 18, settings)
     rows = report["samples"]
     assert len(rows) == 18
-    assert all(r["valid"] for r in rows if r["fixed"]), "a returned fix that does not parse"
+    fixed = [r for r in rows if r["fixed"]]
+    assert fixed and all(r["valid"] for r in fixed), "no fix returned, or a returned fix that does not parse"
     assert sum(r["preserved"] for r in rows) >= 9, [(r["kind"], r["got"]) for r in rows]
 
 

@@ -266,6 +266,7 @@ async def test_start_warms_the_engine_up_with_short_canvases_over_short_and_1k_p
     eng = backend._engine
     assert [len(p) for p in eng.prompts] == sorted(WARM_UP_PROMPT_LENGTHS) and not eng.running
     assert len({p[0] for p in eng.prompts}) == len(eng.prompts)  # no prefix-cache hit shortens a prefill
+    assert len(eng.params) == len(eng.prompts)
     for params in eng.params:
         xa = params["extra_args"]
         assert params["max_tokens"] <= 32 and xa["diffusion_max_steps"] == 2 and xa["dgemma_draft_tap"]

@@ -14,6 +14,7 @@ Semantics: :mod:`.reference`. Runs on CUDA, and on CPU under ``TRITON_INTERPRET=
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 
@@ -389,7 +390,11 @@ def _combine_partials(part: torch.Tensor, argmax: torch.Tensor, sample: torch.Te
 
 
 _JITTED: dict[bool, tuple] = {}
-_mix32 = _lg2 = _gumbel2 = _cdf_sample = None  # the row kernel's helpers, jitted by _kernels() in the kernels' mode
+# The row kernel's helpers, jitted by _kernels() in the kernels' mode (triton.jit objects, hence Any).
+_mix32: Any = None
+_lg2: Any = None
+_gumbel2: Any = None
+_cdf_sample: Any = None
 
 
 def _kernels() -> tuple:
@@ -447,7 +452,7 @@ def denoise_step(
     """
     if sample not in ("gumbel", "cdf"):
         raise ValueError(f"sample must be 'gumbel' or 'cdf', got {sample!r}")
-    want_cdf = sample == "cdf"  # (``sample`` names the output tensor below)
+    want_cdf = sample == "cdf"
     if logits.ndim == 3:
         b, c, v = logits.shape
         if segments is None:
@@ -459,7 +464,7 @@ def denoise_step(
     def flat(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.reshape(n)
 
-    renoise_tokens = flat(renoise_tokens)
+    renoise_tokens = renoise_tokens.reshape(n)
     pinned = flat(pinned)
     pinned_tokens = flat(pinned_tokens)
     if pinned is not None and pinned_tokens is None:
@@ -494,7 +499,7 @@ def denoise_step(
     n_req = offsets.numel() - 1
     bound = torch.as_tensor(entropy_bound, dtype=torch.float32, device=dev).expand(n_req).contiguous()
     argmax = torch.empty(n, dtype=torch.int64, device=dev)
-    sample = torch.empty(n, dtype=torch.int64, device=dev)
+    sampled = torch.empty(n, dtype=torch.int64, device=dev)
     entropy = torch.empty(n, dtype=torch.float32, device=dev)
     scaled = None if scaled_dtype is None else torch.empty((n, v), dtype=scaled_dtype, device=dev)
     probs = None if probs_dtype is None else torch.empty((n, v), dtype=probs_dtype, device=dev)
@@ -526,7 +531,7 @@ def denoise_step(
             probs if probs is not None else logits,
             probs.stride(0) if probs is not None else 0,
             argmax,
-            sample,
+            sampled,
             entropy,
             part,
             v,
@@ -545,7 +550,7 @@ def denoise_step(
             num_warps=8,
         )
         if splits > 1:
-            lse = _combine_partials(part, argmax, sample, entropy)
+            lse = _combine_partials(part, argmax, sampled, entropy)
             if probs is not None:
                 probs_kernel[(n, splits)](
                     logits, logits.stride(0), temp, lse, probs, probs.stride(0), v, chunk,
@@ -569,7 +574,7 @@ def denoise_step(
             widths.to(device=dev, dtype=torch.int32).contiguous() if widths is not None else offsets,
             pins_i8,
             pinned_tokens.contiguous() if pinned_tokens is not None else argmax,
-            sample,
+            sampled,
             argmax,
             renoise_tokens.contiguous(),
             accepted,
@@ -584,7 +589,7 @@ def denoise_step(
     return StepOutput(
         next_canvas=next_canvas,
         argmax=draft,
-        sample=sample,
+        sample=sampled,
         entropy=entropy,
         accepted=accepted.bool(),
         scaled_logits=scaled,

@@ -21,6 +21,8 @@ _CACHE: dict[type, type] = {}
 class KernelDenoisingMixin:
     """Overrides ``DiffusionGemmaGenerationMixin._denoising_step``; everything else stays transformers'."""
 
+    model: Any  # the DiffusionGemma model of the transformers class this mixes into
+
     def _denoising_step(self, *args: Any, **kwargs: Any):
         # transformers calls this with keywords only; names other than ours (``cache`` in 5.24,
         # ``past_key_values`` in older releases, model kwargs) pass through to the decoder untouched
@@ -83,6 +85,7 @@ class KernelDenoisingMixin:
         sampler.accepted_token_mask = res.accepted.view(b, c)
         new_current = res.next_canvas.view(b, c)
         new_argmax = res.argmax.view(b, c)
+        assert res.scaled_logits is not None  # scaled_dtype was given
         scaled = res.scaled_logits.view(b, c, v)
         if crit is not None:
             if finished_denoising.any():

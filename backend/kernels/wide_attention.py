@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import torch
 
@@ -247,7 +248,7 @@ if HAVE_TRITON:
 
 
 _JITTED: dict[bool, tuple] = {}
-_find_seq = None  # the kernel's helper, jitted by _kernels() in the kernel's mode
+_find_seq: Any = None  # the kernel's helper, jitted by _kernels() in the kernel's mode (a triton.jit object)
 
 
 def _kernels():

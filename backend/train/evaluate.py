@@ -25,7 +25,7 @@ import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dgemma_lsp.backend.contract import CanvasRequest, collect
 from dgemma_lsp.config import Settings
@@ -78,7 +78,7 @@ def run_infill(backend: Any, docs: dict[str, list[sources.Doc]], n: int, setting
     rng = random.Random(EVAL_SEED)
     langs = {"python": 0.6, "javascript": 0.25, "markdown": 0.15}
     langs = {k: v for k, v in langs.items() if docs.get(k)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     while len(rows) < n:
         lang = rng.choices(list(langs), list(langs.values()))[0]
         doc = rng.choice(docs[lang])
@@ -197,7 +197,7 @@ def run_simple(
     from dgemma_lsp.lsp.infill import infill
 
     settings, gate = _ungated(backend, settings)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for code, lang, want in cases:
         # the cursor ends the first line of a case that ends in a line break, else the code
         offset = len(code) - 1 if code.endswith("\n") else len(code)
@@ -245,7 +245,7 @@ def model_repair(backend: Any, text: str, language: str, settings: Settings) -> 
 def run_json(backend: Any, docs: dict[str, list[sources.Doc]], n: int, settings: Settings) -> dict[str, Any]:
     """Held-out JSON breakage through the CLI's model repair (validated); value preservation vs the fix."""
     rng = random.Random(EVAL_SEED + 1)
-    rows = []
+    rows: list[dict[str, Any]] = []
     per_kind = max(1, n // len(tasks.BREAKAGES))
     for kind in tasks.BREAKAGES:
         made = 0
@@ -293,7 +293,7 @@ def table_ok(text: str) -> bool:
 
 def run_tables(backend: Any, n: int, settings: Settings) -> dict[str, Any]:
     rng = random.Random(EVAL_SEED + 2)
-    rows = []
+    rows: list[dict[str, Any]] = []
     while len(rows) < n:
         ex = tasks.md_table_example(rng, tokenizer=backend.tokenizer)
         if ex is None:
@@ -324,7 +324,7 @@ def run_latency(backend: Any, repeats: int = 7) -> dict[str, Any]:
 
     code = "import os\n\n\ndef read_config(path):\n    with open(path) as fh:\n        data = fh.read()\n" * 6
     msgs = [ChatMessage("user", "Complete the line at <|CURSOR|>.\n```python\n" + code + "    return <|CURSOR|>\n```")]
-    out = {}
+    out: dict[str, Any] = {}
     for steps in (8, 16):
         times, cpu = [], []
         for i in range(repeats):
@@ -368,7 +368,7 @@ def run_teacher(model_dir: str, docs: dict[str, list[sources.Doc]], n: int = 48)
         if kind.startswith("infill-") and not docs.get(kind[7:]):
             continue
         exs = [stream.one(kind) for _ in range(n)]
-        items = T.encode_examples(tok, exs, tok.convert_tokens_to_ids(T.EOT), tok.eos_token_id)
+        items = T.encode_examples(tok, exs, cast(int, tok.convert_tokens_to_ids(T.EOT)), tok.eos_token_id)
         res = {}
         for t in (1.0, 0.5):
             gen = torch.Generator().manual_seed(0)

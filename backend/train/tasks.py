@@ -428,7 +428,7 @@ def break_json(text: str, kind: str, rng: random.Random) -> tuple[str, str] | No
         if len(lines) < 3:
             return None
         i = rng.randrange(1, len(lines))
-        ind = re.match(r"\s*", lines[i]).group(0)
+        ind = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
         comment = rng.choice(["// " + _rand_word(rng) + " " + _rand_word(rng), "/* " + _rand_word(rng) + " */"])
         if rng.random() < 0.5:
             broken = "\n".join(lines[:i] + [ind + comment] + lines[i:])

@@ -360,10 +360,10 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             if lost:
                 return f"the fix drops text from the span: {next(iter(lost))!r}"
         # Repaired tables must also be one table to markdown-it-py (the reference parser).
-        for b in fblocks:
-            if b.kind not in ("table", "pipes"):
+        for block in fblocks:
+            if block.kind not in ("table", "pipes"):
                 continue
-            rs, re_ = fstarts[b.first], fstarts[b.last] + len(flines[b.last])
+            rs, re_ = fstarts[block.first], fstarts[block.last] + len(flines[block.last])
             if re_ < fs or rs > fe:
                 continue
             why = _md.table_is_consistent(fixed[rs:re_] + "\n")
