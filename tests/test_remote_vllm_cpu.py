@@ -215,7 +215,6 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     (shim / "backend").symlink_to(root / "backend")
     (shim / "lsp").symlink_to(root / "lsp")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "DGEMMA_VLLM_PLUGIN": "1"}
-    env.pop("DGEMMA_VLLM_PLUGIN_FEATURES", None)
     out = subprocess.run(
         [VLLM_PYTHON, "-c", PLUGIN_ON_NATIVE_VLLM], env=env, capture_output=True, text=True, timeout=300
     )

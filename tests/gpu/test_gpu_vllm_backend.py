@@ -59,65 +59,6 @@ async def _events(b, req) -> list:
     return [ev async for ev in b.generate(req)]
 
 
-def test_the_registry_resolves_our_classes_from_their_strings() -> None:
-    """register() leaves registry strings; this vLLM resolves them to our module-level subclasses of its real
-    classes (the model, its model state and sampler; the attention backend and its implementation)."""
-    from vllm import ModelRegistry
-    from vllm.model_executor.models import diffusion_gemma as dg
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum
-    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
-
-    from dgemma_lsp.backend import vllm_plugin
-
-    assert not vllm_plugin.vllm_has_native_options(), f"vLLM {vllm.__version__}: the plugin's pieces are off here"
-    vllm_plugin.register()
-    model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
-    assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.MODEL_CLASS
-    assert issubclass(model_cls, dg.DiffusionGemmaForConditionalGeneration)
-    assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
-    from dgemma_lsp.backend.vllm_model import DGemmaSampler
-
-    assert issubclass(DGemmaSampler, dg.DiffusionSampler)
-    attn = AttentionBackendEnum.TRITON_ATTN.get_class()
-    assert f"{attn.__module__}.{attn.__qualname__}" == vllm_plugin.ATTENTION_BACKEND
-    assert issubclass(attn, TritonAttentionBackend) and issubclass(attn.get_impl_cls(), TritonAttentionImpl)
-
-
-def _params(fn) -> tuple[str, ...]:
-    return tuple(inspect.signature(fn).parameters)[1:]
-
-
-def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
-    """The names in tests/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
-    method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
-    import re
-    import sys
-
-    from vllm.model_executor.models import diffusion_gemma as dg
-
-    from dgemma_lsp.backend import vllm_model
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import vllm_surface as vs
-
-    def set_in_init(cls: type, names: frozenset[str]) -> set[str]:
-        src = inspect.getsource(cls.__init__)
-        return {n for n in names if not re.search(rf"self\.{n}\s*[:=]", src)}
-
-    assert not set_in_init(dg.DiffusionSampler, vs.SAMPLER_ATTRS)
-    assert not set_in_init(dg.DiffusionGemmaRequestStates, vs.STATES_ATTRS)
-    for cls, methods in ((dg.DiffusionSampler, vs.SAMPLER_METHODS), (dg.DiffusionGemmaRequestStates, vs.STATES_METHODS),
-                         (dg.DiffusionGemmaModelState, vs.MODEL_STATE_METHODS),
-                         (dg.DiffusionGemmaForConditionalGeneration, vs.MODEL_METHODS)):  # fmt: skip
-        assert {m: _params(getattr(cls, m)) for m in methods} == methods, cls.__name__
-    for ours, base in ((vllm_model.DGemmaSampler, dg.DiffusionSampler),
-                       (vllm_model.DGemmaModelState, dg.DiffusionGemmaModelState),
-                       (vllm_model.DGemmaLspForConditionalGeneration, dg.DiffusionGemmaForConditionalGeneration)):  # fmt: skip
-        overridden = [m for m, v in vars(ours).items() if callable(v) and m != "__init__" and hasattr(base, m)]
-        assert overridden, ours.__name__
-        assert {m: _params(getattr(ours, m)) for m in overridden} == {m: _params(getattr(base, m)) for m in overridden}
-
-
 def test_plugin_is_active(backend) -> None:
     d = backend.info().detail
     assert d["plugin"] and "sampler" in d["plugin_features"] and "draft_tap" in d["plugin_features"]
@@ -264,3 +205,62 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
         assert isinstance(evs[-1], Done) and commits and drafts
         assert [c.canvas_index for c in commits] == list(range(len(commits)))
         assert evs[-1].text == "".join(c.text for c in commits)
+
+
+def test_the_registry_resolves_our_classes_from_their_strings() -> None:
+    """register() leaves registry strings; this vLLM resolves them to our module-level subclasses of its real
+    classes (the model, its model state and sampler; the attention backend and its implementation)."""
+    from vllm import ModelRegistry
+    from vllm.model_executor.models import diffusion_gemma as dg
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
+
+    from dgemma_lsp.backend import vllm_plugin
+
+    assert not vllm_plugin.vllm_has_native_options(), f"vLLM {vllm.__version__}: the plugin's pieces are off here"
+    vllm_plugin.register()
+    model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
+    assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.MODEL_CLASS
+    assert issubclass(model_cls, dg.DiffusionGemmaForConditionalGeneration)
+    assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
+    from dgemma_lsp.backend.vllm_model import DGemmaSampler
+
+    assert issubclass(DGemmaSampler, dg.DiffusionSampler)
+    attn = AttentionBackendEnum.TRITON_ATTN.get_class()
+    assert f"{attn.__module__}.{attn.__qualname__}" == vllm_plugin.ATTENTION_BACKEND
+    assert issubclass(attn, TritonAttentionBackend) and issubclass(attn.get_impl_cls(), TritonAttentionImpl)
+
+
+def _params(fn) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)[1:]
+
+
+def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
+    """The names in tests/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
+    method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
+    import re
+    import sys
+
+    from vllm.model_executor.models import diffusion_gemma as dg
+
+    from dgemma_lsp.backend import vllm_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import vllm_surface as vs
+
+    def set_in_init(cls: type, names: frozenset[str]) -> set[str]:
+        src = inspect.getsource(cls.__init__)
+        return {n for n in names if not re.search(rf"self\.{n}\s*[:=]", src)}
+
+    assert not set_in_init(dg.DiffusionSampler, vs.SAMPLER_ATTRS)
+    assert not set_in_init(dg.DiffusionGemmaRequestStates, vs.STATES_ATTRS)
+    for cls, methods in ((dg.DiffusionSampler, vs.SAMPLER_METHODS), (dg.DiffusionGemmaRequestStates, vs.STATES_METHODS),
+                         (dg.DiffusionGemmaModelState, vs.MODEL_STATE_METHODS),
+                         (dg.DiffusionGemmaForConditionalGeneration, vs.MODEL_METHODS)):  # fmt: skip
+        assert {m: _params(getattr(cls, m)) for m in methods} == methods, cls.__name__
+    for ours, base in ((vllm_model.DGemmaSampler, dg.DiffusionSampler),
+                       (vllm_model.DGemmaModelState, dg.DiffusionGemmaModelState),
+                       (vllm_model.DGemmaLspForConditionalGeneration, dg.DiffusionGemmaForConditionalGeneration)):  # fmt: skip
+        overridden = [m for m, v in vars(ours).items() if callable(v) and m != "__init__" and hasattr(base, m)]
+        assert overridden, ours.__name__
+        assert {m: _params(getattr(ours, m)) for m in overridden} == {m: _params(getattr(base, m)) for m in overridden}
