@@ -20,7 +20,7 @@ over the rows of the requests its flag serves. Nothing here imports vLLM at its 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 # head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages) for vLLM's kernel: the fastest of
 # the sweep on the H200 (bench/RESULTS.md; 256 happens to be vLLM's own Blackwell tuning); 512 = the full layers
@@ -155,7 +155,7 @@ def fa3_plans(
 ) -> tuple[Any, ...]:
     """The plans of :func:`fa3_canvas_attention`'s passes, in its order: one for a bool ``causal``; for per-request
     flags the bidirectional pass's (over ``rows[0]``) then the causal pass's (over ``rows[1]``, :func:`fa3_rows`)."""
-    flags, used = ((causal,), (None,)) if isinstance(causal, bool) else ((False, True), rows)
+    flags, used = ((causal,), (None,)) if isinstance(causal, bool) else ((False, True), cast(tuple[Any, Any], rows))
     return tuple(
         fa3_plan(
             q=q,

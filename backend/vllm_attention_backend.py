@@ -51,7 +51,7 @@ class DGemmaTritonAttentionImpl(TritonAttentionImpl):
 
     def forward(
         self,
-        layer: torch.nn.Module,
+        layer: Any,  # vLLM's attention layer (torch.nn.Module types its scales as Tensor | Module)
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,

@@ -84,7 +84,7 @@ class DGemmaSampler(dg.DiffusionSampler):
         self._phase_pinned = torch.zeros((n,), dtype=torch.bool, pin_memory=dev.type == "cuda")
         self._phase_evt = torch.cuda.Event() if dev.type == "cuda" else None
         self._phase_pending = False
-        self._sock = None
+        self._sock: Any = None  # a zmq PUSH socket once the draft tap is on
         self._tap_q: queue.Queue | None = None
         tap_addr = os.environ.get(DRAFT_TAP_ENV)  # set by our backend before it starts the engine
         if tap_addr:
@@ -113,6 +113,7 @@ class DGemmaSampler(dg.DiffusionSampler):
     def _tap_worker(self) -> None:
         import zmq
 
+        assert self._tap_q is not None  # the worker runs only with the draft tap
         while True:
             evt, rids, steps, toks, widths = self._tap_q.get()
             if evt is not None:
@@ -132,7 +133,7 @@ class DGemmaSampler(dg.DiffusionSampler):
     def add_request(self, req_idx: int, prompt_len: int, sampling_params: Any) -> None:
         super().add_request(req_idx, prompt_len, sampling_params)
         cl = self.canvas_length
-        extra = getattr(sampling_params, "extra_args", None) or {}
+        extra: dict[str, Any] = getattr(sampling_params, "extra_args", None) or {}
         tap = bool(extra.get("dgemma_draft_tap"))
         width = int(extra.get("diffusion_canvas_length") or cl)
         if not 1 <= width <= cl:
@@ -141,8 +142,8 @@ class DGemmaSampler(dg.DiffusionSampler):
         self.width_host[req_idx] = width
         self.cap[req_idx] = float(extra.get("diffusion_max_steps") or self.g_steps)
         self.bound[req_idx] = float(extra.get("dgemma_entropy_bound") or self.entropy_bound)
-        self.tmin[req_idx] = float(extra.get("dgemma_t_min", self.t_min))
-        self.tmax[req_idx] = float(extra.get("dgemma_t_max", self.t_max))
+        self.tmin[req_idx] = float(extra.get("dgemma_t_min", float(self.t_min)))
+        self.tmax[req_idx] = float(extra.get("dgemma_t_max", float(self.t_max)))
         seed = extra.get("diffusion_seed_canvas")
         self.pin_mask[req_idx] = False
         self.pin_active[req_idx] = False
@@ -271,7 +272,7 @@ class DGemmaSampler(dg.DiffusionSampler):
         base = torch.randint(0, 2**31 - 1, (nd,), device=dev, dtype=torch.int64)
         seeded = [(i, s) for i, s in enumerate(decode_slots_np.tolist()) if self.seeds.get(s) is not None]
         for i, s in seeded:
-            base[i] = int(self.seeds[s]) % 2_147_483_647
+            base[i] = int(self.seeds[s] or 0) % 2_147_483_647
         # per row: temperature, noise seeds (seeded requests get (seed, step, position) streams, the rest fresh
         # random ones), pins; per request: width, step cap, entropy bound
         inp = step_inputs(
@@ -326,6 +327,7 @@ class DGemmaSampler(dg.DiffusionSampler):
             confidence_threshold=self.confidence_threshold,
             impl=self.state_impl,
         )
+        assert out.probs is not None  # probs_dtype was given
         probs = out.probs.view(nd, cl, -1)
         soft = torch.matmul(probs, self.embed_weight[: probs.shape[-1]]) * self.normalizer
         states.self_conditioning_embeds[slots] = soft.float() * upd.keep_self_conditioning[:, None, None]
