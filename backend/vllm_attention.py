@@ -1,110 +1,35 @@
-"""Attention tiles for DiffusionGemma's canvas passes on Hopper (the plugin's ``attention`` piece, vLLM 0.26-0.31).
+"""Attention for DiffusionGemma's canvas passes on Hopper: the launches behind the plugin's ``attention`` piece.
 
 A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM 0.26 launches its unified attention
 kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md),
 attention took 3.9 of a step's 15.7 ms of kernel time at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP.
-vLLM ships wider tiles for exactly this shape, but only on Blackwell (``tuned_large_head`` in
-``triton_unified_attention.py``). This module launches the same vLLM kernel with tiles chosen per head size (a sweep
-on the GPU picks them, ``bench/gpu_step.py --parts attention``), through a registry entry: ``TRITON_ATTN`` resolves to
-a subclass of vLLM's backend whose implementation takes the calls with more than one query row per request
-(denoising steps, the causal commit step, prompt prefill) and hands every other call to vLLM unchanged.
+The registry entry (:mod:`.vllm_attention_backend`) sends the calls with more than one query row per request
+(denoising steps, the causal commit step, prompt prefill) here and every other call to vLLM unchanged:
 
-Tiles: ``DGEMMA_ATTN_TILES`` = ``head:block_m:tile:warps:stages`` items, comma separated (``256:32:128:8:2``);
-unset = :data:`DEFAULT_TILES`.
+* head sizes 64-256 (the 25 sliding layers) to FlashAttention-3 (:func:`fa3_canvas_attention`) where vLLM's FA3
+  kernels load, with FA3's scheduler metadata made once per step inside the CUDA graph (:func:`fa3_plans`);
+* head size 512 (the five full layers) to our kernel (:mod:`.kernels.wide_attention`) with :data:`DEFAULT_WIDE`'s
+  tiles per call size;
+* anything else with those two absent to vLLM's own kernel with :data:`DEFAULT_TILES` (:func:`launch_canvas_attention`).
 
-FlashAttention-3 (``DGEMMA_ATTN_FA3``): where vLLM's FA3 kernels load (Hopper, head size 64-256: the 25 sliding
-layers), canvas calls go to FA3 instead, reading the same paged KV cache. FA3 has one causal flag per call, while a
-denoising batch may hold a commit step (causal) beside canvases (bidirectional), and CUDA graphs fix the launches
-before the flags are known; so a call with per-request flags runs two FA3 passes, each over the rows of the requests
-its flag serves. Nothing here runs without vLLM; the ``parse_*`` functions are pure.
+The tiles are the H200 sweep's picks (``bench/gpu_step.py --parts attention``, ``bench/wide_sweep.py``). FA3 has one
+causal flag per call, while a denoising batch may hold a commit step (causal) beside canvases (bidirectional), and
+CUDA graphs fix the launches before the flags are known; so a call with per-request flags runs two FA3 passes, each
+over the rows of the requests its flag serves. Nothing here imports vLLM at its top.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-TILES_ENV = "DGEMMA_ATTN_TILES"
-# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages): the fastest of the sweep on the
-# H200 (bench/RESULTS.md; 256 happens to be vLLM's own Blackwell tuning); 512 = the full-attention layers
+# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages) for vLLM's kernel: the fastest of
+# the sweep on the H200 (bench/RESULTS.md; 256 happens to be vLLM's own Blackwell tuning); 512 = the full layers
 DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
-
-
-def check_powers_of_two(env: str, item: str | None, **fields: int) -> None:
-    """Refuse, naming the variable, a tile field that is not a power of two (Triton's block shapes)."""
-    for name, val in fields.items():
-        if val < 1 or val & (val - 1):
-            raise ValueError(f"{env}: {name} must be a power of two (got {val} in {item!r})")
-
-
-def parse_tiles(raw: str | None) -> dict[int, tuple[int, int, int, int]]:
-    """``"256:32:128:8:2,512:32:32:8:1"`` -> {256: (32, 128, 8, 2), ...}; empty or None -> the defaults."""
-    if raw is None or not raw.strip():
-        return dict(DEFAULT_TILES)
-    if raw.strip().lower() in ("off", "none", "0"):
-        return {}
-    out: dict[int, tuple[int, int, int, int]] = {}
-    for item in filter(None, (p.strip() for p in raw.split(","))):
-        parts = item.split(":")
-        if len(parts) != 5 or not all(p.isdigit() for p in parts):
-            raise ValueError(f"{TILES_ENV}: {item!r} is not head:block_m:tile:warps:stages (e.g. 256:32:128:8:2)")
-        head, block_m, tile, warps, stages = (int(p) for p in parts)
-        check_powers_of_two(TILES_ENV, item, block_m=block_m, tile=tile, warps=warps)
-        out[head] = (block_m, tile, warps, max(1, stages))
-    return out
-
-
-FA3_ENV = "DGEMMA_ATTN_FA3"
 # FA3's own heuristic (0) sizes its KV splits from max_seqlen_k, which vLLM passes as max_model_len: many near-empty
 # splits for a 1k context. One split per query tile keeps the canvas call to a single pass.
 DEFAULT_FA3_SPLITS = 1
-# FA3 for calls with at least this many requests (canvases), the tiles below it (DGEMMA_ATTN_FA3_MIN_REQS)
-FA3_MIN_REQS_ENV = "DGEMMA_ATTN_FA3_MIN_REQS"
 FA3_HEADS = (64, 96, 128, 192, 256)  # head sizes vLLM's FA3 build has kernels for (not 512: the full layers)
 
-
-def parse_fa3(raw: str | None) -> int | None:
-    """``DGEMMA_ATTN_FA3``: unset / ``on`` -> the default split count; ``off`` -> None (tiles only); a number ->
-    FA3's ``num_splits`` (0: FA3's heuristic)."""
-    val = (raw or "").strip().lower()
-    if val in ("", "on", "auto"):
-        return DEFAULT_FA3_SPLITS
-    if val in ("off", "none", "no", "false"):
-        return None
-    if not val.isdigit():
-        raise ValueError(f"{FA3_ENV}: {raw!r} is not on, off or a split count (e.g. 1)")
-    return int(val)
-
-
-FA3_PLAN_ENV = "DGEMMA_ATTN_FA3_PLAN"
-
-
-def parse_switch(env: str, raw: str | None, default: bool = True) -> bool:
-    """An on/off variable: unset -> ``default``; ``on/1/yes/true`` or ``off/0/no/false``; anything else is refused."""
-    val = (raw or "").strip().lower()
-    if not val:
-        return default
-    if val in ("on", "1", "yes", "true"):
-        return True
-    if val in ("off", "0", "no", "false"):
-        return False
-    raise ValueError(f"{env}: {raw!r} is not on or off")
-
-
-def parse_min_reqs(raw: str | None) -> int:
-    """``DGEMMA_ATTN_FA3_MIN_REQS``: unset -> 1 (FA3 from one canvas up); else a whole number >= 1."""
-    val = (raw or "").strip()
-    if not val:
-        return 1
-    if not val.isdigit() or int(val) < 1:
-        raise ValueError(f"{FA3_MIN_REQS_ENV}: {raw!r} is not a whole number >= 1")
-    return int(val)
-
-
-T = TypeVar("T")
-
-WIDE_ENV = "DGEMMA_ATTN_WIDE"
 # our own kernel for head 512 (backend/kernels/wide_attention.py): block_m rows (queries x the KV head's query heads),
 # block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
 # fill the GPU's SMs, from static shapes)
@@ -116,68 +41,12 @@ DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 64, 2, 8, 
 WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
 
 
-def _parse_wide_tiles(raw: str, item: str) -> WideTiles:
-    parts = item.split(":")
-    if len(parts) not in (5, 6) or not all(p.isdigit() for p in parts) or any(int(p) < 1 for p in parts[:5]):
-        raise ValueError(
-            f"{WIDE_ENV}: {raw!r} is not on, off or block_m:block_n:d_split:warps:stages[:kv_splits][@rows],... "
-            "(e.g. 128:32:2:8:2:2@256,128:64:2:8:1)"
-        )
-    block_m, block_n, d_split, warps, stages = (int(p) for p in parts[:5])
-    kv_splits = int(parts[5]) if len(parts) == 6 else 1
-    check_powers_of_two(WIDE_ENV, raw, block_m=block_m, block_n=block_n, d_split=d_split, warps=warps)
-    return block_m, block_n, d_split, warps, stages, kv_splits
-
-
-def parse_sized(
-    env: str, raw: str, parse_spec: Callable[[str], T], *, last_unlimited: bool
-) -> tuple[tuple[int | None, T], ...]:
-    """Comma-separated ``spec[@max]`` items, each spec read by ``parse_spec``: a call of size n takes the first item
-    with ``max >= n``, then the one without a limit (at most one; with ``last_unlimited`` exactly one, written last).
-    Returns ``((max or None, value), ...)``, smallest limit first, the unlimited one last; refusals name ``env``."""
-    items = [p.strip() for p in raw.split(",")]
-    limited: list[tuple[int, T]] = []
-    unlimited: list[tuple[None, T]] = []
-    for i, item in enumerate(items):
-        spec, at, limit = item.partition("@")
-        if at and (not limit.isdigit() or int(limit) < 1):
-            raise ValueError(f"{env}: {raw!r}: @{limit} is not a whole number >= 1")
-        if last_unlimited and (i == len(items) - 1) == bool(at):
-            raise ValueError(f"{env}: {raw!r}: every item but the last needs @max (a whole number), the last none")
-        if at:
-            limited.append((int(limit), parse_spec(spec)))
-        else:
-            unlimited.append((None, parse_spec(spec)))
-    if len(unlimited) > 1:
-        raise ValueError(f"{env}: {raw!r}: at most one item without @max")
-    return (*sorted(limited, key=lambda x: x[0]), *unlimited)
-
-
-def sized_pick(table: tuple[tuple[int | None, T], ...], n: int) -> T | None:
-    """What :func:`parse_sized`'s table gives a call of size ``n`` (None: no item covers it)."""
-    for limit, value in table:
-        if limit is None or n <= limit:
-            return value
-    return None
-
-
-def parse_wide(raw: str | None) -> tuple[tuple[int | None, WideTiles], ...] | None:
-    """``DGEMMA_ATTN_WIDE``: unset / ``on`` -> :data:`DEFAULT_WIDE`; ``off`` -> None (the tiles serve head 512); else
-    comma-separated ``block_m:block_n:d_split:warps:stages[:kv_splits]`` items (powers of two but stages and
-    kv_splits; kv_splits 0 = fill the GPU, default 1), each but the last limited to calls of at most ``@rows`` query
-    rows (e.g. ``128:32:2:8:2:2@256,128:64:2:8:1``: one canvas of 256 splits its key ranges, larger calls do not).
-    Returns ``((max_rows or None, tiles), ...)``, smallest limit first."""
-    val = (raw or "").strip().lower()
-    if val in ("", "on", "auto"):
-        return DEFAULT_WIDE
-    if val in ("off", "none", "no", "false", "0"):
-        return None
-    return parse_sized(WIDE_ENV, val, lambda spec: _parse_wide_tiles(raw or "", spec), last_unlimited=True)
-
-
 def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) -> WideTiles:
-    """The tiles :func:`parse_wide`'s table gives a call of ``rows`` query rows (its last item has no limit)."""
-    return sized_pick(wide, rows) or wide[-1][1]
+    """The tiles a call of ``rows`` query rows takes: the first item whose limit (query rows) it fits, else the last."""
+    for limit, tiles in wide:
+        if limit is None or rows <= limit:
+            return tiles
+    return wide[-1][1]
 
 
 def fa3_available() -> bool:
@@ -468,186 +337,3 @@ def launch_canvas_attention(
         num_warps=warps,
         num_stages=stages,
     )
-
-
-_CLASSES: dict[str, Any] = {}
-
-
-def __getattr__(name: str) -> Any:
-    """The registry resolves ``dgemma_lsp.backend.vllm_attention.DGemmaTritonAttentionBackend``: the classes are built
-    on first use, so importing this module never needs vLLM."""
-    if name in ("DGemmaTritonAttentionBackend", "DGemmaTritonAttentionImpl"):
-        if not _CLASSES:
-            _CLASSES.update(_build_classes())
-        return _CLASSES[name]
-    raise AttributeError(name)
-
-
-def _build_classes() -> dict[str, Any]:
-    import torch
-    from vllm.logger import init_logger
-    from vllm.platforms import current_platform
-    from vllm.utils.torch_utils import is_quantized_kv_cache
-    from vllm.v1.attention.backend import AttentionType
-    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
-
-    logger = init_logger(f"vllm.{__name__}")  # under "vllm": the engine process's only handlers
-    tiles_by_head = parse_tiles(os.environ.get(TILES_ENV))
-    fa3 = parse_fa3(os.environ.get(FA3_ENV))
-    fa3_min_reqs = parse_min_reqs(os.environ.get(FA3_MIN_REQS_ENV))
-    # FA3's scheduler metadata once per step for all sliding layers (else each pass computes its own)
-    fa3_plan_on = parse_switch(FA3_PLAN_ENV, os.environ.get(FA3_PLAN_ENV))
-    wide = parse_wide(os.environ.get(WIDE_ENV))
-    # vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
-    own_tuning = current_platform.is_device_capability_family(100)
-    # FA3 is Hopper's (capability 9.x)
-    fa3_ok = fa3 is not None and current_platform.is_device_capability_family(90) and fa3_available()
-
-    class DGemmaTritonAttentionImpl(TritonAttentionImpl):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._tiles = None if own_tuning else tiles_by_head.get(self.head_size)
-            self._fa3 = fa3_ok and self.head_size in FA3_HEADS and self.sinks is None
-            # the wide kernel has no window, softcap or sinks: layers with any of them keep the tiles
-            plain = self.sinks is None and tuple(self.sliding_window) == (-1, -1) and not self.logits_soft_cap
-            self._wide = wide if (not own_tuning and self.head_size in WIDE_HEADS and plain) else None
-
-        def forward(
-            self,
-            layer: Any,  # vLLM's attention layer (torch.nn.Module types its scales as Tensor | Module)
-            query: torch.Tensor,
-            key: torch.Tensor,
-            value: torch.Tensor,
-            kv_cache: torch.Tensor,
-            attn_metadata: Any,
-            output: torch.Tensor,
-            output_scale: torch.Tensor | None = None,
-            output_block_scale: torch.Tensor | None = None,
-        ) -> torch.Tensor:
-            md = attn_metadata
-            ours = (
-                (self._tiles is not None or self._fa3 or self._wide is not None)
-                and md is not None
-                and md.max_query_len > 1  # canvas-shaped; decode-shaped calls keep vLLM's split-KV path
-                and output_scale is None
-                and output_block_scale is None
-                and self.attn_type not in (AttentionType.ENCODER_ONLY, AttentionType.ENCODER)
-                and not self._is_per_token_head_quant
-                and not is_quantized_kv_cache(self.kv_cache_dtype)
-                and not self.use_td
-                and self.alibi_slopes is None
-                and self.chunk_lookback < 0
-                and getattr(md, "mm_prefix_range_tensor", None) is None
-                and getattr(md, "rswa_prefix_lens", None) is None
-                and query.dtype in (torch.float16, torch.bfloat16)
-            )
-            if not ours:
-                return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
-            n = md.num_actual_tokens
-            key_cache, value_cache = kv_cache.transpose(1, 2).split(self.head_size, dim=-1)
-            if self._fa3 and fa3 is not None and (self._tiles is None or md.seq_lens.shape[0] >= fa3_min_reqs):
-                # one metadata object per step and KV group, shared by its layers (25 sliding layers in the 26B):
-                # the pass rows and FA3's scheduler plans once per step, checked against what they came from
-                kept = getattr(md, "_dgemma_fa3", None)
-                if kept is None or kept["causal"] is not md.causal or kept["cu"] is not md.query_start_loc:
-                    rows = None if isinstance(md.causal, bool) else fa3_rows(md.query_start_loc, md.causal)
-                    kept = {"causal": md.causal, "cu": md.query_start_loc, "rows": rows, "plans": {}}
-                    try:
-                        md._dgemma_fa3 = kept
-                    except AttributeError:  # a metadata class with slots: computed per layer
-                        pass
-                rows = kept["rows"]
-                plans = None
-                # only inside a CUDA graph capture: replays recompute them in the graph; in an eager step (prompt
-                # prefill) making them cost the H200 ~20 ms of first-draft latency
-                if fa3_plan_on and torch.cuda.is_current_stream_capturing():
-                    shape = (query.shape[1], key_cache.shape[1:], tuple(self.sliding_window), self.logits_soft_cap,
-                             md.block_table.shape[1], md.max_query_len)  # fmt: skip
-                    plans = kept["plans"].get(shape)
-                    if plans is None:
-                        plans = fa3_plans(q=query, k=key_cache, cu_seqlens_q=md.query_start_loc, causal=md.causal,
-                                          rows=rows, seqused_k=md.seq_lens, max_seqlen_q=md.max_query_len,
-                                          block_table=md.block_table, window_size=self.sliding_window,
-                                          softcap=self.logits_soft_cap, num_splits=fa3)  # fmt: skip
-                        kept["plans"][shape] = plans
-                fa3_canvas_attention(
-                    q=query[:n],
-                    k=key_cache,
-                    v=value_cache,
-                    out=output[:n],
-                    cu_seqlens_q=md.query_start_loc,
-                    max_seqlen_q=md.max_query_len,
-                    seqused_k=md.seq_lens,
-                    max_seqlen_k=md.max_seq_len,
-                    softmax_scale=self.scale,
-                    causal=md.causal,
-                    window_size=self.sliding_window,
-                    block_table=md.block_table,
-                    softcap=self.logits_soft_cap,
-                    num_splits=fa3,
-                    rows=rows,
-                    plans=plans,
-                )
-                return output
-            if self._wide is not None:
-                from .kernels.wide_attention import wide_attention
-
-                block_m, block_n, d_split, warps, stages, kv_splits = wide_tiles_for(self._wide, n)
-                try:
-                    wide_attention(
-                        q=query[:n],
-                        k=key_cache,
-                        v=value_cache,
-                        out=output[:n],
-                        cu_seqlens_q=md.query_start_loc,
-                        seqused_k=md.seq_lens,
-                        softmax_scale=self.scale,
-                        causal=md.causal,
-                        block_table=md.block_table,
-                        block_m=block_m,
-                        block_n=block_n,
-                        d_split=d_split,
-                        num_warps=warps,
-                        num_stages=stages,
-                        kv_splits=kv_splits or None,
-                    )
-                except Exception as exc:  # noqa: BLE001 - e.g. a Triton build that cannot compile it
-                    logger.warning("dgemma: head-%d attention kernel failed (%s): tiles or vLLM's launch take over",
-                                   self.head_size, exc)  # fmt: skip
-                    self._wide = None
-                else:
-                    return output
-            if self._tiles is None:  # FA3 or the wide kernel was configured, and this call is not theirs
-                return super().forward(layer, query, key, value, kv_cache, md, output, output_scale, output_block_scale)
-            descale_shape = (md.query_start_loc.shape[0] - 1, key_cache.shape[2])
-            launch_canvas_attention(
-                q=query[:n],
-                k=key_cache,
-                v=value_cache,
-                out=output[:n],
-                cu_seqlens_q=md.query_start_loc,
-                seqused_k=md.seq_lens,
-                softmax_scale=self.scale,
-                causal=md.causal,
-                window_size=self.sliding_window,
-                block_table=md.block_table,
-                softcap=self.logits_soft_cap,
-                k_descale=layer._k_scale.expand(descale_shape),
-                v_descale=layer._v_scale.expand(descale_shape),
-                sinks=self.sinks,
-                tiles=self._tiles,
-            )
-            return output
-
-    class DGemmaTritonAttentionBackend(TritonAttentionBackend):
-        @staticmethod
-        def get_impl_cls() -> type:
-            return DGemmaTritonAttentionImpl
-
-    # vLLM names a backend by module + qualname and imports it again by that name (module __getattr__ above)
-    DGemmaTritonAttentionImpl.__qualname__ = "DGemmaTritonAttentionImpl"
-    DGemmaTritonAttentionBackend.__qualname__ = "DGemmaTritonAttentionBackend"
-    return {
-        "DGemmaTritonAttentionBackend": DGemmaTritonAttentionBackend,
-        "DGemmaTritonAttentionImpl": DGemmaTritonAttentionImpl,
-    }

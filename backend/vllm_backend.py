@@ -39,7 +39,7 @@ from .contract import (
     ProgressCallback,
     Stats,
 )
-from .vllm_attention import parse_switch
+from .vllm_plugin import DRAFT_TAP_ENV, PLUGIN_ENV
 
 if TYPE_CHECKING:
     from dgemma_lsp.config import Settings
@@ -48,9 +48,6 @@ MAX_NUM_SEQS = 4  # the vendor's --max-num-seqs: DiffusionGemma engines run out 
 VENDOR_CANVAS = 256
 VENDOR_ENTROPY_BOUND = 0.1
 DEFAULT_MODEL = "google/diffusiongemma-26B-A4B-it"
-DRAFT_TAP_ENV = "DGEMMA_DRAFT_TAP"  # zmq address the plugin pushes drafts to
-PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
-PLUGIN_FEATURES_ENV = "DGEMMA_VLLM_PLUGIN_FEATURES"  # comma list; see vllm_plugin.ALL_FEATURES
 # Benchmark-only: "1" starts the engine with random weights (vLLM's ``load_format="dummy"``), so a full-size config
 # plus a tokenizer (bench/gpu_step.py: build_bench_model) runs the language server's whole path without the
 # checkpoint's 50 GB. Its suggestions are noise; never set it for real use.
@@ -157,20 +154,11 @@ def cudagraph_capture_sizes(canvas: int, max_num_seqs: int) -> list[int] | None:
     return sorted(sizes)
 
 
-INDUCTOR_CDT_ENV = "DGEMMA_INDUCTOR_CDT"
-
-
-def inductor_compile_config(environ: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """Inductor options beside vLLM's own (vLLM adds its defaults to what is given), or None for vLLM's alone.
-
-    ``DGEMMA_INDUCTOR_CDT`` (on by default): coordinate-descent tuning of the Triton kernels inductor generates (the
-    fused norm + fp8-quantize reductions); H200, FP8 variant, batch 4: 0.10 ms a step less in those kernels, ~35 s
-    more on the first, uncached compile (bench/RESULTS.md).
-    """
-    env = os.environ if environ is None else environ
-    if parse_switch(INDUCTOR_CDT_ENV, env.get(INDUCTOR_CDT_ENV)):
-        return {"coordinate_descent_tuning": True}
-    return None
+def inductor_compile_config() -> dict[str, Any]:
+    """Inductor options beside vLLM's own (vLLM adds its defaults to what is given): coordinate-descent tuning of the
+    Triton kernels inductor generates (the fused norm + fp8-quantize reductions); H200, FP8 variant, batch 4: 0.10 ms
+    a step less in those kernels, ~35 s more on the first, uncached compile (bench/RESULTS.md)."""
+    return {"coordinate_descent_tuning": True}
 
 
 @dataclass(slots=True)
@@ -331,7 +319,6 @@ class VLLMBackend:
         enforce_eager: bool = False,
         enable_prefix_caching: bool = True,
         plugin: bool = True,
-        plugin_features: str | None = None,
         load_format: str = "auto",
         tokenizer: str | None = None,
         quantization: str | None = None,
@@ -356,7 +343,6 @@ class VLLMBackend:
         self.enforce_eager = enforce_eager
         self.enable_prefix_caching = enable_prefix_caching
         self.plugin = plugin
-        self.plugin_features = plugin_features
         self.load_format = load_format
         self.tokenizer_name = tokenizer
         self.quantization = quantization
@@ -430,19 +416,11 @@ class VLLMBackend:
             sizes = cudagraph_capture_sizes(self.canvas_length, self.max_num_seqs)
             if sizes:
                 compilation["cudagraph_capture_sizes"] = sizes
-            inductor = inductor_compile_config()
-            if inductor:
-                compilation["inductor_compile_config"] = inductor
+            compilation["inductor_compile_config"] = inductor_compile_config()
         if compilation:
             kw["compilation_config"] = compilation
         kw.update(self.engine_overrides)
         return {k: v for k, v in kw.items() if v is not None}
-
-    def _plugin_env(self) -> dict[str, str]:
-        env = {PLUGIN_ENV: "1" if self.plugin else "0"}
-        if self.plugin_features is not None:
-            env[PLUGIN_FEATURES_ENV] = self.plugin_features
-        return env
 
     async def start(self, progress: ProgressCallback | None = None) -> None:
         if self._engine is not None:
@@ -468,7 +446,7 @@ class VLLMBackend:
         # touched the GPU): a forked engine core then cannot initialise CUDA ("Cannot re-initialize CUDA in
         # forked subprocess", seen on the H200), so the engine core is spawned
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-        os.environ.update(self._plugin_env())
+        os.environ[PLUGIN_ENV] = "1" if self.plugin else "0"
         try:
             from vllm.engine.arg_utils import AsyncEngineArgs
             from vllm.v1.engine.async_llm import AsyncLLM

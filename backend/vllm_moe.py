@@ -19,86 +19,20 @@ outside the covered configuration goes to vLLM's ``apply``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from .kernels import act_quant as _aq
 from .kernels.act_quant import act_quant
-from .vllm_attention import check_powers_of_two, parse_sized, parse_switch, sized_pick
+from .kernels.moe_gated import gated_gemm
 
 # vLLM's MoEActivation values this path computes: the kernel's gated activations (the rest go to vLLM's apply)
 ACTIVATIONS = tuple(a for a in _aq.ACTIVATIONS if a)
-# On by default (H200, batch 4: 0.12 ms a step less; off: DGEMMA_MOE_GATED_GEMM=0): the first expert GEMM
-# writes act(gate) * up itself (.kernels.moe_gated), half the intermediate's bytes; only where vLLM's config has blocks
-# of >= 64 rows (below that vLLM's kernel swaps its operands on the H200, which this one does not). Read once, by
-# install(): the MoE forward runs inside CUDA graphs.
-GATED_GEMM_ENV = "DGEMMA_MOE_GATED_GEMM"
+# Where vLLM's config has blocks of >= 64 rows (batch 4 and up) the experts' first GEMM writes act(gate) * up itself
+# (.kernels.moe_gated: half the intermediate's bytes; H200, batch 4: 0.12 ms a step less). Below that vLLM's kernel
+# swaps its operands on the H200, which ours does not: vLLM's first GEMM, then act_quant's gated kernel.
 GATED_GEMM_MIN_BLOCK_M = 64
-
-
-def gated_gemm_enabled(environ: dict[str, str] | None = None) -> bool:
-    return parse_switch(GATED_GEMM_ENV, (os.environ if environ is None else environ).get(GATED_GEMM_ENV), True)
-
-
-_GATED_GEMM = False
-
-GATED_TILES_ENV = "DGEMMA_MOE_GATED_TILES"
-# an expert GEMM's tiles: block_n (per accumulator in the gated GEMM), block_k, group_m, warps, stages; the row block
-# stays vLLM's config's (the alignment's); a table per call size is read by vllm_attention.sized_pick
-Tiles = tuple[int, int, int, int, int]
-
-
-def _parse_tiles_spec(env: str, raw: str, spec: str) -> Tiles:
-    parts = spec.split(":")
-    if len(parts) != 5 or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise ValueError(
-            f"{env}: {raw!r} is not block_n:block_k:group_m:warps:stages[@max_tokens],... "
-            "(block sizes powers of two >= 16; e.g. 64:128:16:8:4@1024)"
-        )
-    bn, bk, group, warps, stages = (int(p) for p in parts)
-    check_powers_of_two(env, raw, block_n=bn, block_k=bk, warps=warps)
-    if min(bn, bk) < 16:  # tl.dot's smallest operand
-        raise ValueError(f"{env}: block_n and block_k must be >= 16 (got {spec!r})")
-    return bn, bk, group, warps, stages
-
-
-def _parse_tiles(env: str, raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
-    val = (raw or "").strip()
-    return parse_sized(env, val, lambda spec: _parse_tiles_spec(env, val, spec), last_unlimited=False) if val else ()
-
-
-def parse_gated_tiles(raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
-    """``DGEMMA_MOE_GATED_TILES``: unset -> ``()`` (vLLM's config with BLOCK_N halved for every size); else comma
-    separated ``block_n:block_k:group_m:warps:stages[@max_tokens]`` items (block_n per accumulator; block sizes
-    powers of two >= 16, warps a power of two): a call of T tokens takes the first item with ``max_tokens >= T``,
-    then an item without a limit; none matching: vLLM's config halved. Returns ``((max_tokens or None, tiles), ...)``,
-    smallest limit first, the unlimited one last."""
-    return _parse_tiles(GATED_TILES_ENV, raw)
-
-
-# The second expert GEMM: its tiles (vLLM's kernel or the summing one) and the top-k sum in its epilogue
-# (.kernels.moe_down: float32 atomic adds instead of writing tokens x top-k rows that moe_sum reads back). Off: on the
-# H200 at batch 4 the step was 0.2-0.3 ms slower with it. Only where the gated GEMM may run too (blocks
-# of >= 64 rows, no expert map, no bias).
-DOWN_SUM_ENV = "DGEMMA_MOE_DOWN_SUM"
-DOWN_TILES_ENV = "DGEMMA_MOE_DOWN_TILES"
-
-
-def down_sum_enabled(environ: dict[str, str] | None = None) -> bool:
-    return parse_switch(DOWN_SUM_ENV, (os.environ if environ is None else environ).get(DOWN_SUM_ENV), False)
-
-
-def parse_down_tiles(raw: str | None) -> tuple[tuple[int | None, Tiles], ...]:
-    """``DGEMMA_MOE_DOWN_TILES``: the second expert GEMM's tiles per call size, as :func:`parse_gated_tiles` reads
-    them (``block_n`` is the whole column block here); unset or no match: vLLM's config for the call."""
-    return _parse_tiles(DOWN_TILES_ENV, raw)
-
-
-_DOWN_SUM = False
-_DOWN_TILES: tuple[tuple[int | None, Tiles], ...] = ()
-_GATED_TILES: tuple[tuple[int | None, Tiles], ...] = ()
 
 
 def covered(experts: Any) -> bool:
@@ -166,12 +100,10 @@ def fused_experts_fp8(
                 use_int4_w4a16=False, per_channel_quant=True, block_shape=None)  # fmt: skip
     # our kernels' launch (vLLM's row blocks, no operand swap): vLLM's alignment, no expert map, no bias
     ours_fit = sorted_token_ids is not None and expert_map is None and config["BLOCK_SIZE_M"] >= GATED_GEMM_MIN_BLOCK_M
-    if _GATED_GEMM and ours_fit and w1_bias is None:
-        from .kernels.moe_gated import gated_gemm
-
+    if ours_fit and w1_bias is None:
         inter = tm._resize_cache(workspace, (num_tokens * top_k, n2 // 2))
         gated_gemm(a1q, a1_scale, w1, w1_scale, inter, sorted_token_ids, expert_ids, num_tokens_post_padded, top_k,
-                   activation, config, sized_pick(_GATED_TILES, num_tokens))  # fmt: skip
+                   activation, config)  # fmt: skip
         a2q, a2_scale = act_quant(inter, None)
     else:
         tm.invoke_fused_moe_triton_kernel(
@@ -182,24 +114,9 @@ def fused_experts_fp8(
         a2q, a2_scale = act_quant(cache1.view(-1, n2), activation)
     if output is None:
         output = torch.empty((num_tokens, k), dtype=hidden_states.dtype, device=hidden_states.device)
-    down_tiles = sized_pick(_DOWN_TILES, num_tokens)
-    if _DOWN_SUM and ours_fit and w2_bias is None and not apply_router_weight_on_input:
-        from .kernels.moe_down import down_sum_gemm
-
-        # the intermediate is dead once quantized: its memory holds the float32 sums
-        sums = workspace.flatten()[: 2 * num_tokens * k].view(torch.float32).view(num_tokens, k).zero_()
-        down_sum_gemm(a2q, a2_scale, w2, w2_scale, topk_weights.contiguous(), sums, sorted_token_ids, expert_ids,
-                      num_tokens_post_padded, config, down_tiles)  # fmt: skip
-        output.copy_(sums)
-        return output
-    config2 = config
-    if down_tiles is not None:
-        bn, bk, group, warps, stages = down_tiles
-        config2 = config | {"BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": group, "num_warps": warps,
-                            "num_stages": stages}  # fmt: skip
     tm.invoke_fused_moe_triton_kernel(
         a2q, w2, cache3, a2_scale, w2_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
-        not apply_router_weight_on_input, 1, config2, B_bias=w2_bias, **gemm,
+        not apply_router_weight_on_input, 1, config, B_bias=w2_bias, **gemm,
     )  # fmt: skip
     from vllm import _custom_ops as ops
 
@@ -253,11 +170,6 @@ def install(model: Any) -> int:
     """Give each covered ``TritonExperts`` object in ``model`` the subclass; returns how many were switched."""
     from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
 
-    global _GATED_GEMM, _GATED_TILES, _DOWN_SUM, _DOWN_TILES
-    _GATED_GEMM = gated_gemm_enabled()  # a bad value stops the engine's start with the variable's name
-    _GATED_TILES = parse_gated_tiles(os.environ.get(GATED_TILES_ENV))
-    _DOWN_SUM = down_sum_enabled()
-    _DOWN_TILES = parse_down_tiles(os.environ.get(DOWN_TILES_ENV))
     cls = experts_class()
     switched = 0
     for module in model.modules():

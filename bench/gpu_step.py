@@ -18,17 +18,15 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
   32 on a canvas-64 engine, 8 steps), p50/p90.
 * ``attention`` — DiffusionGemma's canvas attention per head size: vLLM 0.26's launch against our tiles, FA3 (with
   and without its per-step plan) and our head-512 kernel, each checked bidirectional, causal and mixed;
-  ``--attn-kinds`` limits the candidates, ``--attn-heads`` the head sizes, ``--attn-env FILE`` writes the picks
-  (``DGEMMA_ATTN_*`` exports, the head-512 kernel's per call size).
+  ``--attn-kinds`` limits the candidates, ``--attn-heads`` the head sizes; its pick rows name the tiles for
+  ``backend/vllm_attention.py``'s tables (the head-512 kernel's per call size).
 
 ``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
-denoising steps), ``ours_s8`` / ``ours_s12`` (the plugin without its later pieces, for a same-run comparison),
-``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
+denoising steps), ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
 ``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
 scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
-``ours_fp8dyn_triton_nofq`` (the same without the plugin's ``moe_quant``), ``ours_fp8dyn_lintorch`` (Triton's MoE
-and torch's scaled matmul for the layers),
-``ours_ffn_overlap`` (the opt-in piece on), ``ours_fp8_profile``, ``suggest`` /
+``ours_fp8dyn_lintorch`` (Triton's MoE and torch's scaled matmul for the layers), ``ours_fp8dyn_triton_mk``
+(inductor's multi-kernel), ``ours_fp8_profile``, ``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
 suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 1338, 1344, 1777, 1778, 3000
 and 8000 tokens, each twice; every JIT compile logged). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
@@ -229,13 +227,13 @@ KERNEL_VARIANTS = {  # name -> (splits, block_v, sample) of our row kernel; the 
     "ours_bv1024": (1, 1024, "gumbel"),
     "ours_bv4096": (1, 4096, "gumbel"),
     "ours_split_bv1024": (None, 1024, "gumbel"),
-    # not run yet: one uniform a row, inverse CDF in the probabilities pass (DGEMMA_KERNEL_SAMPLE=cdf)
+    # one uniform a row, inverse CDF in the probabilities pass (the plugin's launch: vllm_model.KERNEL_OPTIONS)
     "ours_cdf": (1, 2048, "cdf"),
     "ours_cdf_bv1024": (1, 1024, "cdf"),
 }
 
 
-def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
+def part_kernels(dtypes: str = "bf16,fp32") -> None:
     import torch
     import triton.testing as tt
 
@@ -267,12 +265,8 @@ def part_kernels(dtypes: str = "bf16,fp32", kernel_env: str = "") -> None:
     if totals:
         best = min(totals, key=totals.get)
         splits, block_v, sample = KERNEL_VARIANTS[best]
-        emit({"part": "kernels", "pick": best, "sum_bf16_ms": {k: round(v, 3) for k, v in totals.items()}})
-        if kernel_env:  # later runs on the same machine start their engines with the fastest variant
-            Path(kernel_env).write_text(
-                f"export DGEMMA_KERNEL_SPLITS={'auto' if splits is None else splits} DGEMMA_KERNEL_BLOCK_V={block_v}"
-                f" DGEMMA_KERNEL_SAMPLE={sample}\n"
-            )
+        emit({"part": "kernels", "pick": best, "splits": splits, "block_v": block_v, "sample": sample,
+              "sum_bf16_ms": {k: round(v, 3) for k, v in totals.items()}})  # fmt: skip
 
 
 ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against vLLM 0.26's default launch
@@ -300,7 +294,7 @@ ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllm
 
 
 def part_attention(
-    attn_env: str = "", heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")
+    heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")
 ) -> None:
     """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
     unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
@@ -432,19 +426,6 @@ def part_attention(
               "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
               "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()},
               "wide_by_rows": [[r, ":".join(map(str, c))] for r, c in wide_pick.get(head, [])]})  # fmt: skip
-    if attn_env:
-        tiles = {h: c for h, c in pick.items() if c[0] not in ("fa3", "fa3p", "wide")}
-        fa3 = [c for c in pick.values() if c[0] in ("fa3", "fa3p")]
-        wide = [",".join(":".join(map(str, c[1:])) + (f"@{r}" if r else "") for r, c in w) for w in wide_pick.values()]
-        spec = ",".join(f"{h}:" + ":".join(map(str, c)) for h, c in tiles.items()) or "off"
-        lines = f"export DGEMMA_ATTN_TILES={spec}\n"
-        # FA3 takes the head sizes it supports (256); tiles serve the rest (512)
-        lines += f"export DGEMMA_ATTN_FA3={fa3[0][1] if fa3 else 'off'}\n"
-        # FA3's scheduler plan once per step where the planned calls matched vLLM's launch and were fastest
-        lines += f"export DGEMMA_ATTN_FA3_PLAN={'on' if fa3 and fa3[0][0] == 'fa3p' else 'off'}\n"
-        # the head-512 kernel where it beat the tiles and vLLM's launch, else off (the tiles serve head 512)
-        lines += f"export DGEMMA_ATTN_WIDE={wide[0] if wide else 'off'}\n"
-        Path(attn_env).write_text(lines)
 
 
 # ------------------------------------------------------------------------------------------------ transformers
@@ -592,12 +573,12 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
     graph_kw = {}
     inductor: dict = {}
     if args.graph_sizes:  # what VLLMBackend starts: CUDA graphs for every denoising batch (up to 4 canvases) and its
-        # inductor options (DGEMMA_INDUCTOR_CDT)
+        # inductor options
         from dgemma_lsp.backend.vllm_backend import cudagraph_capture_sizes, inductor_compile_config
 
         sizes = cudagraph_capture_sizes(canvas, 4)
         graph_kw = {"compilation_config": {"cudagraph_capture_sizes": sizes}} if sizes else {}
-        inductor = inductor_compile_config() or {}
+        inductor = inductor_compile_config()
     model, quantization = args.model, args.quantization or None
     if quantization == "fp8_dynamic":  # a checkpoint's own config, not an engine argument
         model, quantization = str(fp8_dynamic_variant(Path(model))), None
@@ -892,32 +873,12 @@ def vllm_first_child(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
-def _fp8_triton_job(label: str, env: dict[str, str] | None = None, extra: list[str] | None = None) -> tuple:
+def _fp8_triton_job(label: str, extra: list[str] | None = None) -> tuple:
     """An engine job on the FP8 variant's scheme with vLLM's Triton MoE as VLLMBackend starts it (1k context,
-    batch 1 and 4, timed and profiled): the plugin on, plus ``env`` and the child's ``extra`` arguments."""
-    return (label, {"DGEMMA_VLLM_PLUGIN": "1", **(env or {})},
+    batch 1 and 4, timed and profiled): the plugin on, plus the child's ``extra`` arguments."""
+    return (label, {"DGEMMA_VLLM_PLUGIN": "1"},
             ["--child", "engine", "--label", label, "--canvas", "256", "--no-detok", "--graph-sizes", "--quantization",
              "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile", *(extra or [])])  # fmt: skip
-
-
-def defaults_without(*pieces: str) -> dict[str, str]:
-    """The plugin's default pieces but ``pieces``, as a job's environment: derived from the plugin, so a job that
-    measures one piece keeps every other default when the defaults change."""
-    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
-
-    unknown = set(pieces) - DEFAULT_FEATURES
-    if unknown:
-        raise ValueError(f"not default plugin pieces: {sorted(unknown)}")
-    return {"DGEMMA_VLLM_PLUGIN_FEATURES": ",".join(sorted(DEFAULT_FEATURES - set(pieces)))}
-
-
-def sweep_env(text: str) -> dict[str, str]:
-    """``K=V`` pairs (whitespace or newlines between them, an ``export`` word allowed) as a job's environment."""
-    pairs = [w for w in text.split() if w != "export"]
-    bad = [w for w in pairs if "=" not in w or not w.startswith("DGEMMA_")]
-    if bad:
-        raise ValueError(f"MOE_SWEEP_ENV: {bad} are not DGEMMA_*=value items")
-    return dict(w.split("=", 1) for w in pairs)
 
 
 def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
@@ -927,29 +888,14 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
                                                   "--also-detok-off"]),
         ("ours", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                "--no-detok", "--graph-sizes"]),
-        # the plugin without FA3, softcap outside the row kernel (the same run measures what they changed)
-        ("ours_s8", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3": "off", "DGEMMA_ATTN_TILES": "256:32:128:8:2,512:32:32:4:2",
-                     "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,moe_config,attention"},
-         ["--child", "engine", "--label", "ours_s8", "--canvas", "256", "--no-detok", "--graph-sizes"]),
         ("profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--profile", "--only-profile"]),
-        # the plugin without the request-state kernel, with FA3 planning per pass and one head-512 tiling for all
-        # sizes: the same run measures what those change
-        ("ours_s12", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_ATTN_FA3_PLAN": "off", "DGEMMA_ATTN_WIDE": "128:64:2:8:1:1",
-                      "DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,commit_skip,extra_args,draft_tap,softcap,moe_config,attention"},
-         ["--child", "engine", "--label", "ours_s12", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--shapes", "1024x1,1024x4"]),
         # the weights in fp8 (vLLM's online quantization): native and ours, 1k context
         ("native_fp8", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8", "--canvas", "256",
                                                       "--no-detok", "--quantization", "fp8", "--shapes", "1024x1,1024x4"]),
         ("ours_fp8", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas", "256",
                                                   "--no-detok", "--graph-sizes", "--quantization", "fp8",
                                                   "--shapes", "1024x1,1024x4"]),
-        # the opt-in dense MLP beside the MoE (``ffn_overlap``; every plugin piece on); fp8 timed and profiled in
-        # one engine
-        ("ours_ffn_overlap", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_VLLM_PLUGIN_FEATURES": "all"},
-         ["--child", "engine", "--label", "ours_ffn_overlap", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--shapes", "1024x1,1024x4"]),
         ("ours_fp8_profile", {"DGEMMA_VLLM_PLUGIN": "1"}, ["--child", "engine", "--label", "ours_fp8", "--canvas",
                                                           "256", "--no-detok", "--graph-sizes", "--quantization",
                                                           "fp8", "--shapes", "1024x1,1024x4", "--profile"]),
@@ -959,45 +905,14 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
                                                      "--no-detok", "--graph-sizes", "--quantization", "fp8_dynamic",
                                                      "--shapes", "1024x1,1024x4", "--profile"]),
         _fp8_triton_job("ours_fp8dyn_triton"),
-        # the row kernel sampling by inverse CDF in its probabilities pass (the default; this job names it
-        # explicitly, ours_fp8dyn_triton_gumbel measures the Gumbel-max stream)
-        _fp8_triton_job("ours_fp8dyn_triton_cdf", {"DGEMMA_KERNEL_SAMPLE": "cdf"}),
-        _fp8_triton_job("ours_fp8dyn_triton_gumbel", {"DGEMMA_KERNEL_SAMPLE": "gumbel"}),
-        # the same without the plugin's moe_quant piece (vLLM's per-token quantizer and activation
-        # launches), so the same run measures what the piece changes
-        _fp8_triton_job("ours_fp8dyn_triton_nofq", defaults_without("moe_quant")),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (those
         # took 2.80 ms at batch 4 against a 1.75 ms floor); measured no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
-        # the defaults without the gated first GEMM and inductor's coordinate-descent tuning
-        # (both default now), and each of the two off alone, so one run measures what they change
-        _fp8_triton_job("ours_fp8dyn_triton_s17", {"DGEMMA_MOE_GATED_GEMM": "0", "DGEMMA_INDUCTOR_CDT": "0"}),
-        _fp8_triton_job("ours_fp8dyn_triton_nogg", {"DGEMMA_MOE_GATED_GEMM": "0"}),
-        # the expert GEMMs as bench/moe_sweep.py picked them (its export lines, passed as MOE_SWEEP_ENV="K=V ...";
-        # see run_device.sh E18)
-        _fp8_triton_job("ours_fp8dyn_triton_gt", sweep_env(os.environ.get("MOE_SWEEP_ENV", ""))),
-        # the second expert GEMM adding the top-k rows itself (backend/kernels/moe_down.py), vLLM's config
-        _fp8_triton_job("ours_fp8dyn_triton_ds", {"DGEMMA_MOE_DOWN_SUM": "1"}),
-        # from the head-512 sweep: one canvas with 4 key-range splits, 0.0866 against 0.1008 ms a call
-        _fp8_triton_job("ours_fp8dyn_triton_w4", {"DGEMMA_ATTN_WIDE": "128:64:2:8:1:4@256,128:64:2:8:1:0"}),
-        _fp8_triton_job("ours_fp8dyn_triton_nocdt", {"DGEMMA_INDUCTOR_CDT": "0"}),
-        # the host's timeline around each step (backend/step_trace.py): does the GPU wait for the host before the
-        # model's graph? (for the ~0.3 ms a step beyond the kernels); one log line every 50 steps
-        _fp8_triton_job("ours_fp8dyn_triton_trace", {"DGEMMA_STEP_TRACE": "50"}),
-        # the self-conditioning MLP once over a step's canvases instead of once per request (backend/vllm_selfcond.py,
-        # piece sc_batch; b4 19.02 -> 18.72 ms, a default). _scb is the same as the
-        # defaults; _noscb measures the defaults without it
-        _fp8_triton_job("ours_fp8dyn_triton_scb", {"DGEMMA_VLLM_PLUGIN_FEATURES": "default,sc_batch"}),
-        _fp8_triton_job("ours_fp8dyn_triton_noscb", defaults_without("sc_batch")),
         # inductor's multi-kernel (a persistent and a looped variant of each reduction, the faster picked on first
         # use): fails in vLLM 0.26 + torch 2.11 at the first call, cold or from vLLM's compile cache
         # ("NameError: name 'multi_kernel_0' is not defined" in the standalone-compiled graph); kept to retry on
         # other versions
         _fp8_triton_job("ours_fp8dyn_triton_mk", extra=["--inductor", '{"triton.multi_kernel": 1}']),
-        # bf16 without inductor's coordinate-descent tuning (measured with the FP8 variant only)
-        ("ours_nocdt", {"DGEMMA_VLLM_PLUGIN": "1", "DGEMMA_INDUCTOR_CDT": "0"},
-         ["--child", "engine", "--label", "ours_nocdt", "--canvas", "256", "--no-detok", "--graph-sizes",
-          "--shapes", "1024x1,1024x4"]),
         ("native_fp8dyn", {"DGEMMA_VLLM_PLUGIN": "0"}, ["--child", "engine", "--label", "native_fp8dyn", "--canvas",
                                                        "256", "--no-detok", "--quantization", "fp8_dynamic",
                                                        "--shapes", "1024x1,1024x4"]),
@@ -1068,10 +983,8 @@ def main() -> None:
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
-    ap.add_argument("--attn-env", default="", help="write the fastest attention tiles as a shell export here")
     ap.add_argument("--attn-kinds", default="tiles,fa3,wide", help="candidates the attention sweep tries")
     ap.add_argument("--attn-heads", default="", help="sweep only these head sizes (comma separated; default all)")
-    ap.add_argument("--kernel-env", default="", help="write the fastest kernel variant as shell exports here")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
     if args.child == "engine":
@@ -1093,10 +1006,9 @@ def main() -> None:
     if "floors" in parts:
         part_floors()
     if "kernels" in parts:
-        part_kernels(args.kernel_dtypes, args.kernel_env)
+        part_kernels(args.kernel_dtypes)
     if "attention" in parts:
         part_attention(
-            args.attn_env,
             tuple(int(h) for h in args.attn_heads.split(",") if h),
             tuple(k for k in args.attn_kinds.split(",") if k),
         )

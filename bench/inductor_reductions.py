@@ -27,7 +27,7 @@ K = 2816
 FP8_MAX = 448.0
 MODES = {
     "default": {},
-    "cdt": {"coordinate_descent_tuning": True},  # what VLLMBackend's engines compile with (DGEMMA_INDUCTOR_CDT)
+    "cdt": {"coordinate_descent_tuning": True},  # what VLLMBackend's engines compile with
     "mk_cdt": {"coordinate_descent_tuning": True, "triton.multi_kernel": 1},
     "mk": {"triton.multi_kernel": 1},
 }

@@ -21,8 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_moe import backend_module, emitter, time_config  # noqa: E402  (the MoE sweeps' rows, timing, loader)
 
-# block_m:block_n:d_split:warps:stages:kv_splits (DGEMMA_ATTN_WIDE's items). The first two: the shipped picks (one
-# canvas, four canvases; vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (measured on the H200: all slower)
+# block_m:block_n:d_split:warps:stages:kv_splits. The first two: the shipped picks (one canvas, four canvases;
+# vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (measured on the H200: all slower)
 CANDIDATES = (
     "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,128:32:2:8:1:0,128:64:2:16:1:0,128:32:2:16:1:0,128:64:2:4:1:0"
 )
@@ -57,10 +57,10 @@ def case(canvases: int, ctx: int, q_len: int = 256, hq: int = 16, hk: int = 2, h
     )
 
 
-def tiles(attention, spec: str) -> dict:
-    """One ``DGEMMA_ATTN_WIDE`` item, read by the engine's own parser (``vllm_attention.parse_wide``), as the
-    kernel's keyword arguments the way the engine passes them."""
-    bm, bn, ds, w, st, ks = attention.parse_wide(spec)[0][1]
+def tiles(spec: str) -> dict:
+    """One ``block_m:block_n:d_split:warps:stages:kv_splits`` candidate as the kernel's keyword arguments, the way
+    the engine passes :data:`vllm_attention.DEFAULT_WIDE`'s items (kv_splits 0: enough to fill the SMs)."""
+    bm, bn, ds, w, st, ks = (int(p) for p in spec.split(":"))
     return dict(block_m=bm, block_n=bn, d_split=ds, num_warps=w, num_stages=st, kv_splits=ks or None)
 
 
@@ -73,7 +73,6 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=240.0, help="seconds; candidates left then are not run")
     args = ap.parse_args()
     mod = backend_module("kernels/wide_attention.py")
-    attention = backend_module("vllm_attention.py")  # its parsers need no vLLM
     emit = emitter(args.rows)
     t0 = time.time()
     gpu = torch.cuda.get_device_name()
@@ -85,7 +84,7 @@ def main() -> None:
             if time.time() - t0 > args.budget:
                 emit({"part": "wide_sweep", "canvases": n, "tiles": spec, "skipped": "budget"})
                 continue
-            kw = tiles(attention, spec)
+            kw = tiles(spec)
             row = {"part": "wide_sweep", "canvases": n, "ctx": args.ctx, "tiles": spec, "gpu": gpu}
             try:
                 a["out"].zero_()

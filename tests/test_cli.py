@@ -205,8 +205,8 @@ def test_doctor_warns_on_a_vllm_outside_the_tested_range():
     assert "WARNING" not in old["vllm plugin"]
     assert {"sampler", "draft_tap", "attention", "moe_config"} <= set(old["  active"].split(", "))
     assert "  off here" not in old
-    typo = dict(plugin_lines("0.26.0", native=False, environ={"DGEMMA_VLLM_PLUGIN_FEATURES": "samplr"}))
-    assert typo["  features"].startswith("NOT READY: unknown dgemma plugin feature(s) ['samplr']")
+    off = dict(plugin_lines("0.26.0", native=False, environ={"DGEMMA_VLLM_PLUGIN": "0"}))
+    assert off["  active"] == "none (switched off by DGEMMA_VLLM_PLUGIN=0)" and "  off here" not in off
 
 
 def test_doctor_says_what_the_embedded_model_recommends():

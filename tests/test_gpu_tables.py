@@ -137,7 +137,6 @@ def test_a_steps_parts_floor_adds_memory_bound_experts_to_compute_bound_matmuls(
     FLOPs, which grow with the canvas tokens while the expert bytes do not."""
     import json
 
-    import pytest
     from gpu_step import CONFIG_DIR, H200_SPEC, step_parts_floor
 
     cfg = json.loads((CONFIG_DIR / "config.json").read_text())["text_config"]
@@ -166,41 +165,6 @@ def test_the_fp8_variants_floor_halves_the_experts_and_keeps_the_vocabulary_matm
     assert 10.0 < fp8["sum_ms"] < 11.2
 
 
-def test_the_moe_sweep_picks_a_tile_only_when_it_beats_the_defaults_by_a_margin() -> None:
-    from moe_sweep import _tables, keys, merge, pick, space
-
-    from dgemma_lsp.backend.vllm_moe import parse_down_tiles, parse_gated_tiles
-
-    times = {"shipped": 100.0, "gated": 104.0, "sum": 103.8, "g:64:128:1:4:3": 103.5, "g:32:128:16:8:4": 98.0,
-             "d:128:64:1:4:3": 101.0, "s:256:64:1:8:2": 99.0}  # fmt: skip
-    first = pick(times, 1024)
-    assert first == {"DGEMMA_MOE_GATED_TILES": "32:128:16:8:4@1024", "DGEMMA_MOE_DOWN_TILES": "256:64:1:8:2@1024",
-                     "DGEMMA_MOE_DOWN_SUM": "1"}  # fmt: skip
-    # what the engine reads back
-    assert parse_gated_tiles(first["DGEMMA_MOE_GATED_TILES"]) == ((1024, (32, 128, 16, 8, 4)),)
-    assert parse_down_tiles(first["DGEMMA_MOE_DOWN_TILES"]) == ((1024, (256, 64, 1, 8, 2)),)
-    # within 1% of the defaults: nothing changes; the summing GEMM on vLLM's config alone: only the switch
-    assert pick({"shipped": 100.0, "gated": 104.0, "g:64:128:1:4:3": 103.5, "sum": 103.5}, 1024) == {}
-    assert pick({"gated": 104.0, "sum": 100.0, "s:64:64:1:4:2": 101.0}, 1024) == {"DGEMMA_MOE_DOWN_SUM": "1"}
-    # a later size stays in the family the first chose, against that family's default
-    later = pick({"gated": 100.0, "sum": 104.0, "d:64:64:1:4:2": 90.0, "s:64:64:1:4:2": 100.0}, 2048, True)
-    assert later == {"DGEMMA_MOE_DOWN_TILES": "64:64:1:4:2@2048"}
-    env = merge([first, later])
-    assert env["DGEMMA_MOE_DOWN_TILES"] == "256:64:1:8:2@1024,64:64:1:4:2@2048" and env["DGEMMA_MOE_DOWN_SUM"] == "1"
-    assert parse_down_tiles(env["DGEMMA_MOE_DOWN_TILES"])[1] == (2048, (64, 64, 1, 4, 2))
-    # every candidate is a valid value, and each variant sets the switches it names
-    assert all(parse_gated_tiles(":".join(map(str, t))) for t in space("g"))
-    assert all(parse_down_tiles(":".join(map(str, t))) for t in space("d"))
-    ks = keys()
-    assert len(ks) == len(set(ks)) == 3 + len(space("g")) + 2 * len(space("d"))
-    assert _tables("shipped") == {"_GATED_GEMM": False, "_GATED_TILES": (), "_DOWN_SUM": False, "_DOWN_TILES": ()}
-    assert _tables("sum") == {"_GATED_GEMM": True, "_GATED_TILES": (), "_DOWN_SUM": True, "_DOWN_TILES": ()}
-    assert _tables("s:64:64:1:4:2")["_DOWN_TILES"] == ((None, (64, 64, 1, 4, 2)),)
-    assert _tables("d:64:64:1:4:2")["_DOWN_SUM"] is False
-    assert _tables("g:64:64:1:4:2")["_GATED_TILES"] == ((None, (64, 64, 1, 4, 2)),)
-    assert _tables("combined", env)["_DOWN_TILES"] == parse_down_tiles(env["DGEMMA_MOE_DOWN_TILES"])
-
-
 def test_the_device_script_has_every_stage_the_procedure_names() -> None:
     """docs/gpu.md names stages of tests/gpu/run_device.sh; a stage that does not exist fails only on the device,
     after minutes of staging; this catches it here (and gpu_step.py's job names stay unique)."""
@@ -219,26 +183,10 @@ def test_the_device_script_has_every_stage_the_procedure_names() -> None:
     assert wanted and not wanted - stages, sorted(wanted - stages)
 
 
-def test_the_sweeps_export_lines_become_an_engine_jobs_environment() -> None:
-    from gpu_step import sweep_env, vllm_jobs
+def test_every_engine_job_sets_only_the_plugin_switch() -> None:
+    """The engine jobs differ by the plugin switch and their arguments only: no job sets a retired tuning variable."""
+    from gpu_step import vllm_jobs
 
-    text = "export DGEMMA_MOE_DOWN_SUM=1\nexport DGEMMA_MOE_DOWN_TILES=128:64:1:4:3@1024,64:64:1:4:2@2048\n"
-    assert sweep_env(text) == {"DGEMMA_MOE_DOWN_SUM": "1",
-                               "DGEMMA_MOE_DOWN_TILES": "128:64:1:4:3@1024,64:64:1:4:2@2048"}  # fmt: skip
-    assert sweep_env("") == {}
-    with pytest.raises(ValueError, match="MOE_SWEEP_ENV"):
-        sweep_env("export PATH=/nowhere")
-    jobs = {name: env for name, env, _ in vllm_jobs()}
-    assert jobs["ours_fp8dyn_triton_ds"]["DGEMMA_MOE_DOWN_SUM"] == "1"
-
-
-def test_a_job_without_one_piece_keeps_every_other_default() -> None:
-    from gpu_step import defaults_without, vllm_jobs
-
-    from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, enabled_features
-
-    jobs = {name: env for name, env, _ in vllm_jobs()}
-    for job, piece in (("ours_fp8dyn_triton_nofq", "moe_quant"), ("ours_fp8dyn_triton_noscb", "sc_batch")):
-        assert enabled_features(jobs[job]) == DEFAULT_FEATURES - {piece}
-    with pytest.raises(ValueError, match="ffn_overlap"):
-        defaults_without("ffn_overlap")
+    envs = {name: env for name, env, _ in vllm_jobs()}
+    assert envs["native"] == {"DGEMMA_VLLM_PLUGIN": "0"} and envs["ours_fp8dyn_triton"] == {"DGEMMA_VLLM_PLUGIN": "1"}
+    assert all(set(env) == {"DGEMMA_VLLM_PLUGIN"} for env in envs.values()), envs

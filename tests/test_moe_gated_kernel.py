@@ -92,8 +92,8 @@ def test_same_quantizer_input_as_vllms_gemm_then_act_quant(activation, tokens, n
 
 @pytest.mark.parametrize("tiles", [(16, 16, 1, 4, 2), (32, 64, 3, 8, 4)])
 def test_a_tuned_tile_gives_the_same_numbers(tiles) -> None:
-    """DGEMMA_MOE_GATED_TILES' tiles (block_n per accumulator, block_k, group_m, warps, stages) replace vLLM's halved
-    config: K = 80 leaves a remainder for block_k 16 and 64, N = 24 one for block_n 16 and 32."""
+    """The kernel's ``tiles`` (block_n per accumulator, block_k, group_m, warps, stages) in place of vLLM's halved
+    config give the same numbers: K = 80 leaves a remainder for block_k 16 and 64, N = 24 one for block_n 16 and 32."""
     config = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 1}
     a, a_scale, w, w_scale, topk_ids = _case(9, 5, 24, 80, 2, seed=11)
     ids, blocks, post = _align(topk_ids, 16, 5)

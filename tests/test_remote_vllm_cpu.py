@@ -187,12 +187,16 @@ from dgemma_lsp.backend import vllm_plugin
 from dgemma_lsp.backend.vllm_backend import detect_features
 import vllm
 from vllm import ModelRegistry
+from vllm.v1.attention.backends.registry import AttentionBackendEnum
+from dgemma_lsp.backend.vllm_support import plugin_lines, vllm_version
 os.environ.pop("VLLM_TUNED_CONFIG_FOLDER", None)
 vllm_plugin.register()
 arch = "DiffusionGemmaForBlockDiffusion"
 target = ModelRegistry.models[arch]
 f = detect_features()
 print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_native_options(),
+                  "attention": AttentionBackendEnum.TRITON_ATTN.get_path(),
+                  "doctor": dict(plugin_lines(vllm_version())),
                   "target": str(getattr(target, "class_name", target)), "module": str(getattr(target, "module_name", "")),
                   "moe_folder": os.environ.get("VLLM_TUNED_CONFIG_FOLDER", ""),
                   "features": sorted(f.plugin_features), "drafts": f.drafts, "per_request": f.per_request}))
@@ -211,7 +215,6 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     (shim / "backend").symlink_to(root / "backend")
     (shim / "lsp").symlink_to(root / "lsp")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "DGEMMA_VLLM_PLUGIN": "1"}
-    env.pop("DGEMMA_VLLM_PLUGIN_FEATURES", None)
     out = subprocess.run(
         [VLLM_PYTHON, "-c", PLUGIN_ON_NATIVE_VLLM], env=env, capture_output=True, text=True, timeout=300
     )
@@ -221,3 +224,5 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     assert "dgemma_lsp" not in got["module"] and "DGemmaLsp" not in got["target"], got  # vLLM's own class serves
     assert got["features"] == ["moe_config"] and not got["drafts"] and got["per_request"], got
     assert got["moe_folder"].endswith("moe_configs"), got
+    assert "dgemma_lsp" not in got["attention"], got  # vLLM's own TRITON_ATTN backend
+    assert got["doctor"]["  active"] == "moe_config" and "sampler" in got["doctor"]["  off here"], got

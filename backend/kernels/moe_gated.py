@@ -11,7 +11,7 @@ in that order) rounded to bf16 for gate and up, the activation computed by the s
 (:func:`.act_quant._gated_act`) and rounded to bf16, times ``up``, rounded to bf16. The program mapping (grouped
 ordering, vLLM's ``sorted_token_ids`` / ``expert_ids`` / ``num_tokens_post_padded`` from ``moe_align_block_size``) is
 vLLM's ``fused_moe_kernel``'s, without its other schemes (block scales, int8, bias, swapped operands, an expert
-map). On by default (``DGEMMA_MOE_GATED_GEMM``, :mod:`..vllm_moe`): on the H200 at batch 4 (FP8 variant) its 30 calls
+map). Used by :mod:`..vllm_moe` where vLLM's config has blocks of >= 64 rows: on the H200 at batch 4 (FP8 variant) its 30 calls
 take 3.41 ms against 3.29 for vLLM's first GEMM, and the quantizer after it 0.36 ms against 0.60: 0.12 ms a step less
 (bench/RESULTS.md; the tile is vLLM's config with BLOCK_N halved: a sweep of 100 other tiles
 found none faster beyond its noise).
@@ -33,7 +33,7 @@ if HAVE_TRITON:
     @triton.jit
     def _grouped_pids(EM, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
         # vLLM's fused_moe_kernel's program order (groups of GROUP_SIZE_M row blocks share column blocks, for L2):
-        # this program's (row block, column block); shared with .moe_down
+        # this program's (row block, column block)
         pid = tl.program_id(0)
         num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
         num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)

@@ -70,7 +70,7 @@ run_stage() {
     timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_transformers_backend.py ;;
   vllm)
     need_kit || return 3; install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_selfcond.py tests/gpu/test_gpu_ffn_overlap.py ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_selfcond.py ;;
   lsp-tiny)
     need_kit || return 3; install_shim
     GPU_LSP_MODEL=tiny timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_lsp_vllm.py ${PYTEST_ARGS:-} ;;

@@ -67,7 +67,7 @@ def test_in_kernel_sampling_follows_the_softmax() -> None:
 
 
 def test_cdf_sampling_follows_the_softmax() -> None:
-    """``sample="cdf"`` (DGEMMA_KERNEL_SAMPLE=cdf): one uniform a row, inverse CDF in the probabilities pass."""
+    """``sample="cdf"`` (the vLLM plugin's launch): one uniform a row, inverse CDF in the probabilities pass."""
     v = 16
     probs = torch.softmax(torch.randn(v) * 2, 0).cuda()
     rows = 200_000

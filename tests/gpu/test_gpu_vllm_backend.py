@@ -7,8 +7,7 @@ with its entry point (``pip install --no-deps --target``), so every engine proce
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
+import inspect
 import tempfile
 import time
 from pathlib import Path
@@ -44,23 +43,6 @@ def tiny_backend(**kw):
 
     return VLLMBackend(str(tiny_for_vllm()), canvas_length=CANVAS, max_denoising_steps=48, max_model_len=2048,
                        gpu_memory_utilization=0.2, enforce_eager=True, **kw)  # fmt: skip
-
-
-@contextlib.contextmanager
-def second_engine(**kw):
-    """A second tiny engine beside ``backend``, started; closed after, and the plugin variables it set restored."""
-    saved = {k: os.environ.get(k) for k in ("DGEMMA_VLLM_PLUGIN", "DGEMMA_VLLM_PLUGIN_FEATURES")}
-    other = tiny_backend(**kw)
-    try:
-        run(other.start())
-        yield other
-    finally:
-        run(other.aclose())
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
@@ -196,25 +178,6 @@ def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend)
     assert left == 0
 
 
-def test_the_dense_mlp_beside_the_moe_changes_no_token(backend) -> None:
-    # ``ffn_overlap`` (opt-in; off in ``backend``) runs each layer's dense MLP on a second CUDA stream beside its
-    # MoE: an engine with the piece on must draft and commit the same seeded canvases
-    assert "ffn_overlap" not in backend.info().detail["plugin_features"]
-
-    def canvases(b) -> list[list[int]]:
-        out = []
-        for seed in (42, 7):
-            req = CanvasRequest(prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5,
-                                rng_seed=seed, want_drafts=True)  # fmt: skip
-            out += [list(e.token_ids) for e in run(_events(b, req)) if isinstance(e, (Draft, Committed))]
-        return out
-
-    off = canvases(backend)
-    with second_engine(plugin_features="all") as other:
-        assert "ffn_overlap" in other.info().detail["plugin_features"]
-        assert canvases(other) == off and len(off) > 4
-
-
 def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
     # ``sc_batch`` (a default piece): with two canvases in a step, the self-conditioning MLP runs
     # once over both. The engine must serve both requests through that path, each with its own canvases; the rows it
@@ -242,3 +205,62 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
         assert isinstance(evs[-1], Done) and commits and drafts
         assert [c.canvas_index for c in commits] == list(range(len(commits)))
         assert evs[-1].text == "".join(c.text for c in commits)
+
+
+def test_the_registry_resolves_our_classes_from_their_strings() -> None:
+    """register() leaves registry strings; this vLLM resolves them to our module-level subclasses of its real
+    classes (the model, its model state and sampler; the attention backend and its implementation)."""
+    from vllm import ModelRegistry
+    from vllm.model_executor.models import diffusion_gemma as dg
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
+
+    from dgemma_lsp.backend import vllm_plugin
+
+    assert not vllm_plugin.vllm_has_native_options(), f"vLLM {vllm.__version__}: the plugin's pieces are off here"
+    vllm_plugin.register()
+    model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
+    assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.MODEL_CLASS
+    assert issubclass(model_cls, dg.DiffusionGemmaForConditionalGeneration)
+    assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
+    from dgemma_lsp.backend.vllm_model import DGemmaSampler
+
+    assert issubclass(DGemmaSampler, dg.DiffusionSampler)
+    attn = AttentionBackendEnum.TRITON_ATTN.get_class()
+    assert f"{attn.__module__}.{attn.__qualname__}" == vllm_plugin.ATTENTION_BACKEND
+    assert issubclass(attn, TritonAttentionBackend) and issubclass(attn.get_impl_cls(), TritonAttentionImpl)
+
+
+def _params(fn) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)[1:]
+
+
+def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
+    """The names in tests/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
+    method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
+    import re
+    import sys
+
+    from vllm.model_executor.models import diffusion_gemma as dg
+
+    from dgemma_lsp.backend import vllm_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import vllm_surface as vs
+
+    def set_in_init(cls: type, names: frozenset[str]) -> set[str]:
+        src = inspect.getsource(cls.__init__)
+        return {n for n in names if not re.search(rf"self\.{n}\s*[:=]", src)}
+
+    assert not set_in_init(dg.DiffusionSampler, vs.SAMPLER_ATTRS)
+    assert not set_in_init(dg.DiffusionGemmaRequestStates, vs.STATES_ATTRS)
+    for cls, methods in ((dg.DiffusionSampler, vs.SAMPLER_METHODS), (dg.DiffusionGemmaRequestStates, vs.STATES_METHODS),
+                         (dg.DiffusionGemmaModelState, vs.MODEL_STATE_METHODS),
+                         (dg.DiffusionGemmaForConditionalGeneration, vs.MODEL_METHODS)):  # fmt: skip
+        assert {m: _params(getattr(cls, m)) for m in methods} == methods, cls.__name__
+    for ours, base in ((vllm_model.DGemmaSampler, dg.DiffusionSampler),
+                       (vllm_model.DGemmaModelState, dg.DiffusionGemmaModelState),
+                       (vllm_model.DGemmaLspForConditionalGeneration, dg.DiffusionGemmaForConditionalGeneration)):  # fmt: skip
+        overridden = [m for m, v in vars(ours).items() if callable(v) and m != "__init__" and hasattr(base, m)]
+        assert overridden, ours.__name__
+        assert {m: _params(getattr(ours, m)) for m in overridden} == {m: _params(getattr(base, m)) for m in overridden}
