@@ -97,10 +97,11 @@ def build_infill_messages(ctx: CursorContext, plan: CompletionPlan, history: str
     """One user message asking for the text at the cursor (format :data:`INFILL_FORMAT_VERSION`).
 
     Lines: the instruction (:data:`INFILL_INSTRUCTION`), language, path, optional snippets (each fenced), the
-    document's recent edits as a fenced diff when ``history`` is given (:mod:`.edit_history`; without it the
-    prompt is exactly the trained format), the code fenced with the cursor marker, then a one-line task that
-    depends on ``plan.mode``. A single user turn (no system role) renders through every Gemma chat template,
-    including those that reject system turns.
+    code fenced with the cursor marker, the document's recent edits as a fenced diff when ``history`` is given
+    (:mod:`.edit_history`; without it the prompt is exactly the trained format), then a one-line task that depends
+    on ``plan.mode``. What changes on a keystroke comes after the text before the cursor, so the engine's prefix
+    cache keeps that text between keystrokes. A single user turn (no system role) renders through every Gemma chat
+    template, including those that reject system turns.
     """
     code = ctx.prefix + CURSOR_MARKER + ctx.suffix
     parts = [INFILL_INSTRUCTION, f"Language: {language_name(ctx.language_id)}"]
@@ -109,11 +110,13 @@ def build_infill_messages(ctx: CursorContext, plan: CompletionPlan, history: str
     for snip in ctx.snippets:
         fence = fence_for(snip.text)
         parts.append(f"Related file {snip.path}:\n{_fenced(snip.text, snip.language_id or ctx.language_id, fence)}")
-    if history:
-        hfence = fence_for(history)
-        parts.append(f"Recent edits (oldest first):\n{hfence}diff\n{history}\n{hfence}")
     fence = fence_for(code)
     parts.append(f"Code:\n{_fenced(code, ctx.language_id, fence)}")
+    if history:
+        # after the code: each keystroke changes the history, and whatever follows a change misses the engine's
+        # prefix cache (the document before the cursor would be prefilled again on every keystroke)
+        hfence = fence_for(history)
+        parts.append(f"Recent edits (oldest first):\n{hfence}diff\n{history}\n{hfence}")
     parts.append(_SINGLE_TASK if plan.mode == "single" else _MULTI_TASK)
     return [ChatMessage("user", "\n".join(parts))]
 

@@ -54,6 +54,18 @@ def test_infill_prompt_is_stable() -> None:
     assert messages[0].content == GOLDEN_V1
 
 
+def test_a_keystroke_leaves_the_prompt_before_the_cursor_unchanged() -> None:
+    """The engine's prefix cache keeps what did not change: the edit history (new on every keystroke) must come
+    after the document's text before the cursor, or the whole document is prefilled again on each keystroke."""
+    ctx = _ctx(DOC, DOC.index("return ") + 7)
+    plan = plan_completion(ctx, Settings())
+    a = build_infill_messages(ctx, plan, "@@ line 4\n-    return\n+    return ")[0].content
+    b = build_infill_messages(ctx, plan, "@@ line 4\n-    return\n+    return r")[0].content
+    head = a[: a.index(CURSOR_MARKER, a.index("Code:"))]  # up to the cursor in the code
+    assert "import math" in head and "Recent edits" not in head
+    assert b.startswith(head)
+
+
 def test_multi_line_task_and_verbatim_code() -> None:
     doc = "def f(x):\n    \n"
     ctx = _ctx(doc, len("def f(x):\n    "))
