@@ -25,7 +25,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -207,10 +207,10 @@ class OpenAIBackend:
 
     # ----- generation -----
 
-    def generate(self, request: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    def generate(self, request: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         return self._generate(request)
 
-    async def _generate(self, req: CanvasRequest) -> AsyncIterator[CanvasEvent]:
+    async def _generate(self, req: CanvasRequest) -> AsyncGenerator[CanvasEvent, None]:
         t0 = time.monotonic()
         deadline = self._deadline(req)
         if req.cancel is not None and req.cancel.cancelled:
@@ -291,7 +291,7 @@ class OpenAIBackend:
         t0: float,
         stats: Stats,
         degraded: list[str],
-    ) -> AsyncIterator[CanvasEvent]:
+    ) -> AsyncGenerator[CanvasEvent, None]:
         """POST the request and read its events; ask again without a refused optional field, retry (bounded) what
         cannot have produced work."""
         http = self.http

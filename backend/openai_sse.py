@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -61,7 +61,7 @@ async def read_events(
     stats: Stats,
     http: HttpTransport,
     timeout_message: str,
-) -> AsyncIterator[CanvasEvent]:
+) -> AsyncGenerator[CanvasEvent, None]:
     """The ``Committed`` events of one 200 answer; ``stats`` gets usage, first-commit time and finish reason.
     ``timeout_message`` is the DeadlineExceeded message when ``deadline`` passes mid-stream."""
     index = 0
@@ -102,7 +102,7 @@ async def read_events(
 
 async def _sse_payloads(
     lines: AsyncIterator[str], req: CanvasRequest, deadline: float, timeout_message: str
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The ``data:`` payload of each SSE event, up to ``[DONE]`` or the end of the stream (both fine)."""
     data: list[str] = []
     while (line := await _next_line(lines, req, deadline, timeout_message)) is not None:

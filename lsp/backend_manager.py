@@ -60,8 +60,9 @@ class _LoadProgress:
             return
         self.token = token
 
-    def _live(self) -> bool:
-        return self.token is not None and not self.server.exiting
+    def _live_token(self) -> str | None:
+        """The progress token while reports can still go out (None: no progress, or the server is exiting)."""
+        return None if self.server.exiting else self.token
 
     def begin(self, message: str) -> None:
         if self.token is not None:
@@ -71,11 +72,9 @@ class _LoadProgress:
             )
 
     def report(self, message: str, percentage: int | None = None) -> None:
-        if self._live():
+        if (token := self._live_token()) is not None:
             pct = None if percentage is None else max(0, min(100, int(percentage)))
-            self.server.work_done_progress.report(
-                self.token, types.WorkDoneProgressReport(message=message, percentage=pct)
-            )
+            self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=pct))
         self.server.log_line(logging.INFO, f"backend: {message}")
 
     def callback(self, message: str, percentage: int | None = None) -> None:
@@ -89,18 +88,16 @@ class _LoadProgress:
         # Big checkpoints load for minutes and backends report rarely: say that it is still going.
         while True:
             await asyncio.sleep(LOAD_HEARTBEAT_S)
-            if self._live():
+            if (token := self._live_token()) is not None:
                 elapsed = time.monotonic() - t0
                 self.server.work_done_progress.report(
-                    self.token, types.WorkDoneProgressReport(message=f"still loading {self.label} ({elapsed:.0f}s)")
+                    token, types.WorkDoneProgressReport(message=f"still loading {self.label} ({elapsed:.0f}s)")
                 )
 
     def end(self, outcome: str) -> None:
-        if self._live():
+        if (token := self._live_token()) is not None:
             # after any report a worker thread queued, so "end" is really last
-            self.loop.call_soon(
-                self.server.work_done_progress.end, self.token, types.WorkDoneProgressEnd(message=outcome)
-            )
+            self.loop.call_soon(self.server.work_done_progress.end, token, types.WorkDoneProgressEnd(message=outcome))
 
 
 class BackendManager:

@@ -40,6 +40,7 @@ async def complete_after_selection(
     items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
     out = []
     for item in items:
+        assert item.range is not None and isinstance(item.insert_text, str)  # complete() gives both
         closers = item.range.end.character - item.range.start.character  # UTF-16 units right of the cursor
         end = doc.position(b)
         item.insert_text = selected.text + item.insert_text

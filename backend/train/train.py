@@ -27,7 +27,6 @@ import math
 import multiprocessing as mp
 import os
 import random
-import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -920,7 +919,7 @@ class GraphedStep:
         loss.backward()
         template = DynamicCache(config=self.model.config.get_text_config())
         for mine, seen in zip(template.layers, warm.layers, strict=True):
-            mine.lazy_initialization(seen.keys, seen.values)
+            mine.lazy_initialization(seen.keys, seen.values)  # type: ignore[union-attr, arg-type]  # transformers types layers as any cache kind
         self.template = template
 
     def _zero_grads(self) -> None:
@@ -1033,4 +1032,4 @@ def _has_cuda() -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -145,7 +145,7 @@ _WORD_VALUES: dict[str, object] = {
 }
 
 
-def lenient_value(kind: str, token_text: str) -> object:
+def lenient_value(kind: str, token_text: str) -> tuple[str, object]:
     """A comparable value for a value token, lenient about the spelling (``True`` == ``true``, ``.5`` == ``0.5``)."""
     if kind in (STRING, SQ_STRING, UNTERMINATED):
         return ("s", lenient_string(token_text))

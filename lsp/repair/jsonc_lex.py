@@ -8,7 +8,7 @@ mostly-valid 1 MB document fast.
 
 from __future__ import annotations
 
-import json
+import json.scanner
 import re
 from collections.abc import Iterator
 
@@ -72,7 +72,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
     """Yield (kind, start, end) for every token except whitespace."""
     end = len(text) if end is None else end
     for m in _TOKEN_RE.finditer(text, start, end):
-        kind = m.lastgroup
+        kind = m.lastgroup or ""  # every alternative of _TOKEN_RE is a named group
         if kind == "ws":
             continue
         s, e = m.span()
@@ -90,7 +90,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
 
 
 _DECODER = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name), strict=True)
-_SCAN_ONCE = json.scanner.make_scanner(_DECODER)
+_SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]  # typeshed: the context is a JSONDecoder
 _WS_RE = re.compile(r"[ \t\n\r]*")
 _ATOM_CHARS = frozenset("$+-.\\_")
 
@@ -102,10 +102,10 @@ class _NoLineNumbers(str):
 
     __slots__ = ()
 
-    def count(self, *args: object) -> int:  # type: ignore[override]
+    def count(self, *args: object) -> int:
         return 0
 
-    def rfind(self, *args: object) -> int:  # type: ignore[override]
+    def rfind(self, *args: object) -> int:
         return -1
 
 
@@ -145,7 +145,7 @@ class Lexer:
                 raise StopIteration
             s, e = m.span()
             self.pos = e
-            kind = m.lastgroup
+            kind = m.lastgroup or ""
             if kind == "ws":
                 continue
             self.marks.append(s)
@@ -162,7 +162,9 @@ class Lexer:
     def try_value(self) -> tuple[int, int] | None:
         """(start, end) of a complete, valid JSON value at the current position (parsed in C), or None."""
         text = self.text
-        p = _WS_RE.match(text, self.pos, self.end).end()
+        ws = _WS_RE.match(text, self.pos, self.end)
+        assert ws is not None  # a `*` pattern always matches
+        p = ws.end()
         if p >= self.end or text[p] in "/]},:'":
             return None
         try:

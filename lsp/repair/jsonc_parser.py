@@ -750,8 +750,10 @@ class _Parser:
         text = self.text
         low = text[s:e].lower()
         if not key and (low in _WORD_FIX or low.lstrip("+-") == "infinity"):
-            fix = _WORD_FIX.get(low, "null")
-            self._add(s, e, "json.invalid-literal", f"{text[s:e]!r} is not a JSON value (use {fix})", [(s, e, fix)])
+            literal = _WORD_FIX.get(low, "null")
+            self._add(
+                s, e, "json.invalid-literal", f"{text[s:e]!r} is not a JSON value (use {literal})", [(s, e, literal)]
+            )
             return e
         if kind == BAD_NUMBER and not key:
             norm = _normalize_number(text[s:e])
