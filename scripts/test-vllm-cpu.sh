@@ -29,7 +29,7 @@ export DGEMMA_VLLM_PYTHON="$PWD/$VENV/bin/python"
 export DGEMMA_VLLM_LOG="${DGEMMA_VLLM_LOG:-$PWD/.cache/vllm-cpu-server.log}"
 start=$(date +%s)
 rc=0
-"$PY" -m pytest -m vllm_cpu tests/test_remote_vllm_cpu.py -v "$@" || rc=$?
+"$PY" -m pytest -m vllm_cpu tests/backend/test_remote_vllm_cpu.py -v "$@" || rc=$?
 echo "== tests took $(( $(date +%s) - start )) s (rc=$rc)"
 if [ "$rc" != 0 ] && [ -f "$DGEMMA_VLLM_LOG" ]; then
   echo "== last lines of the vLLM server log ($DGEMMA_VLLM_LOG)"

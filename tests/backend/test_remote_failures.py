@@ -28,31 +28,17 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.backend.openai_backend import OpenAIBackend, redact_url
 from dgemma_lsp.config import Settings
-
-try:  # tests/ is not a package: pytest puts it on sys.path
-    from remote_servers import (
-        StubRequest,
-        StubTestServer,
-        free_port,
-        json_reply,
-        models_reply,
-        self_signed_cert,
-        sequence,
-        sse_reply,
-        stall,
-    )
-except ImportError:  # pragma: no cover
-    from tests.remote_servers import (
-        StubRequest,
-        StubTestServer,
-        free_port,
-        json_reply,
-        models_reply,
-        self_signed_cert,
-        sequence,
-        sse_reply,
-        stall,
-    )
+from tests.support.remote_servers import (
+    StubRequest,
+    StubTestServer,
+    free_port,
+    json_reply,
+    models_reply,
+    self_signed_cert,
+    sequence,
+    sse_reply,
+    stall,
+)
 
 CHAT = "POST /v1/chat/completions"
 MODELS = "GET /v1/models"

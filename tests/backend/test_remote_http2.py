@@ -12,11 +12,7 @@ import pytest
 
 from dgemma_lsp.backend.contract import CanvasRequest, ChatMessage, Committed, collect
 from dgemma_lsp.backend.openai_backend import OpenAIBackend
-
-try:  # tests/ is not a package: pytest puts it on sys.path
-    from remote_servers import ServerProcess, hypercorn_h2, self_signed_cert
-except ImportError:  # pragma: no cover
-    from tests.remote_servers import ServerProcess, hypercorn_h2, self_signed_cert
+from tests.support.remote_servers import ServerProcess, hypercorn_h2, self_signed_cert
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("h2") is None or importlib.util.find_spec("hypercorn") is None,

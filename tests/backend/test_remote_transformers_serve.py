@@ -24,11 +24,7 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.backend.openai_backend import OpenAIBackend
 from dgemma_lsp.config import Settings
-
-try:  # tests/ is not a package: pytest puts it on sys.path; `python -m pytest` from the root also sees `tests.`
-    from remote_servers import ServerProcess, ensure_tiny_llama, transformers_serve
-except ImportError:  # pragma: no cover
-    from tests.remote_servers import ServerProcess, ensure_tiny_llama, transformers_serve
+from tests.support.remote_servers import ServerProcess, ensure_tiny_llama, transformers_serve
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +226,9 @@ async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(serve
     server closes its streaming connection to the model server (which is what aborts the generation there: the
     server side of that is ``test_cancel_closes_stream_and_server_stops_generating``)."""
     import psutil
-    from conftest import completion_params, execute, open_doc, start_client, stop_client
     from lsprotocol import types
+
+    from tests.support.lsp_client import completion_params, execute, open_doc, start_client, stop_client
 
     settings = {
         "backend": "openai",

@@ -28,11 +28,7 @@ from dgemma_lsp.backend.contract import (
     collect,
 )
 from dgemma_lsp.backend.openai_backend import OpenAIBackend
-
-try:  # tests/ is not a package: pytest puts it on sys.path
-    from remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
-except ImportError:  # pragma: no cover
-    from tests.remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
+from tests.support.remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
 
 VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
 KEY = "sk-vllm-cpu-test-key"
@@ -206,7 +202,7 @@ print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_na
 def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Path) -> None:
     """vLLM >= 0.32 reworked its DiffusionGemma sampler: our 0.26-era subclass must not replace it (in the real
     vLLM registry), the backend must not promise drafts or send our options, and our MoE config still applies."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     shim = tmp_path / "dgemma_lsp"  # the installed layout (pyproject package-dir), as links to the checkout
     shim.mkdir()
     for f in (root / "dgemma_lsp").glob("*.py"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
 
-RELEASED = Path(__file__).resolve().parents[1] / "bench" / "configs" / "diffusiongemma-26b-a4b"
+RELEASED = Path(__file__).resolve().parents[2] / "bench" / "configs" / "diffusiongemma-26b-a4b"
 
 
 def test_vllm_ready_copy(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_the_plugin_is_on_unless_switched_off() -> None:
 
 def _module_classes(dotted: str) -> set[str]:
     """The classes a module of ours defines at its top level (read from its source: vLLM is not installed here)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     rel = dotted.removeprefix("dgemma_lsp.").split(".")
     tree = ast.parse((root.joinpath(*rel[:-1]) / f"{rel[-1]}.py").read_text())
     return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}

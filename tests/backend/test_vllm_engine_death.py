@@ -16,9 +16,9 @@ import signal
 import time
 
 import pytest
-from test_vllm_backend_stream import FakeDiffusionEngine, FakeEngineVLLMBackend, tok  # noqa: F401 (fixture)
 
 from dgemma_lsp.backend.contract import BackendUnavailable, CanvasRequest, Committed, Draft
+from tests.backend.test_vllm_backend_stream import FakeDiffusionEngine, FakeEngineVLLMBackend, tok  # noqa: F401 (fixture)
 
 
 class EngineDeadError(Exception):

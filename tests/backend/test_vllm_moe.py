@@ -1,5 +1,5 @@
 """The ``moe_quant`` piece's scope: which vLLM experts configurations it takes over (a pure check, no vLLM here;
-the kernels' parity runs in tests/test_act_quant_kernel.py and, with vLLM, on the GPU in tests/gpu/)."""
+the kernels' parity runs in tests/backend/kernels/test_act_quant_kernel.py and, with vLLM, on the GPU in tests/gpu/)."""
 
 from __future__ import annotations
 

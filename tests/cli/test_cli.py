@@ -14,7 +14,7 @@ import pytest
 from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
 from dgemma_lsp.cli import EXIT_BACKEND, EXIT_NO_FIX, EXIT_USAGE, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

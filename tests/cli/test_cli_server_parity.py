@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SERVER_DEFAULTS, complete, configure, open_doc
+
+from tests.support.lsp_client import SERVER_DEFAULTS, complete, configure, open_doc
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

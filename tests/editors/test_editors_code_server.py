@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "editors"))
-from editor_tools import CACHE, VSCODE_DIR, node, run, server_command, vscode_modules  # noqa: E402
+from tests.editors.editor_tools import CACHE, VSCODE_DIR, node, run, server_command, vscode_modules
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("DGEMMA_E2E_CODE_SERVER") == "0",

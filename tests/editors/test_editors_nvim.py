@@ -9,8 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "editors"))
-from editor_tools import NVIM_PLUGIN, nvim011, nvim012, nvim_test, path_without_server  # noqa: E402
+from tests.editors.editor_tools import NVIM_PLUGIN, nvim011, nvim012, nvim_test, path_without_server
 
 
 def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_path: Path) -> None:

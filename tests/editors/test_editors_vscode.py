@@ -10,9 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "editors"))
-from editor_tools import VSCODE_DIR, node, run, server_command, vscode_modules  # noqa: E402
-from settings_sync import PACKAGE_JSON, diff  # noqa: E402
+from tests.editors.editor_tools import VSCODE_DIR, node, run, server_command, vscode_modules
+from tests.editors.settings_sync import PACKAGE_JSON, diff
 
 
 def test_vscode_settings_schema_matches_server_settings() -> None:

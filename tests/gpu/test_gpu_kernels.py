@@ -14,7 +14,7 @@ V = 262144
 
 def denoise_step(*args, **kwargs):
     # imported on use: importing triton at collection would fix its mode for the whole session and break the CPU
-    # tests that run the same kernels in the interpreter (tests/test_kernels_*.py)
+    # tests that run the same kernels in the interpreter (tests/backend/kernels/)
     from dgemma_lsp.backend.kernels import denoise_step as step
 
     return step(*args, **kwargs)
@@ -103,12 +103,8 @@ def test_cdf_sampling_at_the_full_vocabulary(b: int, c: int) -> None:
 
 
 def _cases():
-    # the case builders and checks the CPU tests use (tests/canvas_state_cases.py: no triton import at its top)
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import canvas_state_cases
+    # the case builders and checks the CPU tests use (tests/support/canvas_state_cases.py: no triton import at its top)
+    from tests.support import canvas_state_cases
 
     return canvas_state_cases
 

@@ -32,8 +32,8 @@ pytest_asyncio = pytest.importorskip("pytest_asyncio", reason="needs pytest-asyn
 pytest.importorskip("pytest_lsp", reason="needs pytest-lsp (the device kit): run tests/gpu/run_device.sh")
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
-import conftest as lspc  # noqa: E402  (the CPU suite's client helpers; run with --noconftest, so no fixtures)
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+from tests.support import lsp_client as lspc  # noqa: E402  (the CPU suite's client helpers)
 
 MODEL = os.environ.get("GPU_LSP_MODEL", "tiny")
 TINY = MODEL == "tiny"

@@ -236,17 +236,14 @@ def _params(fn) -> tuple[str, ...]:
 
 
 def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
-    """The names in tests/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
+    """The names in tests/support/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
     method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
     import re
-    import sys
 
     from vllm.model_executor.models import diffusion_gemma as dg
 
     from dgemma_lsp.backend import vllm_model
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import vllm_surface as vs
+    from tests.support import vllm_surface as vs
 
     def set_in_init(cls: type, names: frozenset[str]) -> set[str]:
         src = inspect.getsource(cls.__init__)

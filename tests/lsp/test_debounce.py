@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import complete, configure, edit, open_doc, status
 
 from dgemma_lsp.lsp.debounce import AdaptiveDebounce
+from tests.support.lsp_client import complete, configure, edit, open_doc, status
 
 
 class Clock:

@@ -16,7 +16,8 @@ import time
 
 import pytest
 import pytest_asyncio
-from conftest import configure, edit, execute, open_doc, status
+
+from tests.support.lsp_client import configure, edit, execute, open_doc, status
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

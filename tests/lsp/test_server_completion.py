@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import complete, completion_params, configure, edit, execute, open_doc, status, wait_until
 from lsprotocol import types
+
+from tests.support.lsp_client import complete, completion_params, configure, edit, execute, open_doc, status, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

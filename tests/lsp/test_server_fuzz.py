@@ -9,7 +9,6 @@ import itertools
 
 import pytest
 import pytest_asyncio
-from conftest import complete, configure, edit, open_doc, status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
@@ -17,6 +16,7 @@ from lsprotocol import types
 from dgemma_lsp.lsp.diagnostics import find_issues
 from dgemma_lsp.lsp.documents import Document
 from dgemma_lsp.lsp.text import LineIndex
+from tests.support.lsp_client import complete, configure, edit, open_doc, status
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -9,8 +9,9 @@ import time
 from concurrent.futures import Future
 
 import pytest
-from conftest import complete, configure, edit, execute, open_doc, status, wait_until
 from lsprotocol import types
+
+from tests.support.lsp_client import complete, configure, edit, execute, open_doc, status, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -127,7 +128,7 @@ async def test_five_megabyte_document(lsp):
     assert isinstance(items, list) and items, items
     for item in items:
         assert item.range.start.line == 40_000
-    from conftest import close_doc
+    from tests.support.lsp_client import close_doc
 
     close_doc(lsp, uri)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import complete, configure, open_doc, status
 from lsprotocol import types
+
+from tests.support.lsp_client import complete, configure, open_doc, status
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

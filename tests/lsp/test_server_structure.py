@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import configure, edit, execute, open_doc, status, wait_until
 from lsprotocol import types
 
 from dgemma_lsp.lsp.text import LineIndex
+from tests.support.lsp_client import configure, edit, execute, open_doc, status, wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from dgemma_lsp.config import ConfigError, Settings
 from dgemma_lsp.lsp.server import COMMANDS, create_server
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _commands(server) -> set[str]:  # noqa: ANN001
@@ -34,11 +29,8 @@ def test_instant_is_not_a_backend_a_user_can_choose(capsys: pytest.CaptureFixtur
 
 
 def test_the_test_launcher_adds_its_commands_and_wraps_every_backend() -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "support"))
-    try:
-        import lsp_launcher
-    finally:
-        sys.path.remove(str(ROOT / "tests" / "support"))
+    from tests.support import lsp_launcher
+
     server = create_server(Settings())
     real = server.backend_mgr.create
     lsp_launcher.install(server)

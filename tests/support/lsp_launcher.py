@@ -11,7 +11,7 @@ on the server object before it starts, so that nothing test-only ships in the pa
   requests: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
   test checks what the server does with a known answer instead of with a random-weight model's noise).
 
-Used by tests/conftest.py (``start_client``) and the editors' end-to-end tests that script next edits.
+Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-end tests that script next edits.
 """
 
 from __future__ import annotations

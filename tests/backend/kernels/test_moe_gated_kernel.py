@@ -7,9 +7,9 @@ lays them out (each expert's rows padded to the block with an out-of-range id)."
 
 from __future__ import annotations
 
-from interpreter_mode import enter_interpreter_mode, rerun_if_late
+from tests.support.interpreter_mode import enter_interpreter_mode, rerun_if_late
 
-# before triton is imported (see tests/interpreter_mode.py)
+# before triton is imported (see tests/support/interpreter_mode.py)
 _LATE = enter_interpreter_mode()
 
 import pytest  # noqa: E402

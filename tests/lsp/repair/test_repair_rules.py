@@ -15,7 +15,7 @@ from dgemma_lsp.lsp.diagnostics import find_issues
 from dgemma_lsp.lsp.repair import apply_edits, checked_output, revalidate, rules_fix, validate_fix
 from dgemma_lsp.lsp.repair import jsonc as J
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "broken"
 
 CASES: list[tuple[str, str, str, str]] = [
     # (name, language, broken, fixed)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import execute, open_doc
 from lsprotocol import types
-from test_server_structure import apply, diagnostics_for, list_actions
 
 from dgemma_lsp.lsp.diagnostics import find_issues
+from tests.lsp.test_server_structure import apply, diagnostics_for, list_actions
+from tests.support.lsp_client import execute, open_doc
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -1,0 +1,1 @@
+"""The small model's training (backend/train/): its data and its training step."""

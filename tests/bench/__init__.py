@@ -1,0 +1,1 @@
+"""The benchmarks (bench/): the CPU scripts run small, and the GPU tables rendered from recorded rows."""

@@ -1,0 +1,1 @@
+"""The editor clients (editors/): Neovim and VS Code driven for real, with their tools and Lua tests here."""
