@@ -45,7 +45,7 @@ def test_code_server_ghost_text_tab_and_quick_fix(tiny_checkpoint: Path, tmp_pat
         "DGEMMA_LSP_CMD": json.dumps(server_command(tiny_checkpoint, log)),
         "DGEMMA_E2E_ARTIFACTS": str(tmp_path / "artifacts"),
     }
-    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=480, cwd=VSCODE_DIR)
+    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=660, cwd=VSCODE_DIR)
     server_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     assert proc.returncode == 0, (
         proc.stdout[-8000:]
