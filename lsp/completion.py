@@ -48,7 +48,6 @@ from .infill import make_request
 from .postprocess import clean_completion
 from .stats import Stats
 from .text import PositionError, utf16_len
-from .warm_start import WarmSeed, seed_request, still_valid
 
 __all__ = ["CompletionEngine", "CANVAS_NOTIFICATION", "ACCEPT_COMMAND"]
 
@@ -74,8 +73,6 @@ class _Answer:
     replace: str  # closers right of the cursor that the item range covers
     backend: str
     exhausted: bool = False  # Invoked already tried for more candidates
-    raw: str = ""  # the first candidate's canvas text, before clean-up (what a warm start may reuse)
-    eos: bool = False  # that canvas ended inside its width
 
 
 @dataclass
@@ -91,7 +88,6 @@ class _Job:
     task: asyncio.Task | None = None
     tokens: list[CancelToken] = field(default_factory=list)
     superseded: bool = False
-    eos: bool = False  # the last canvas ended inside its width
 
     def supersede(self) -> None:
         self.superseded = True
@@ -214,10 +210,6 @@ class CompletionEngine:
                 self._log(logging.INFO, f"inline completion skipped: {reason}")
             return []
 
-        warm = None
-        if st.shown is not None and not invoked:
-            shown = st.shown
-            warm = still_valid(shown.prefix_tail, shown.suffix_head, shown.answer.raw, shown.answer.eos, pre, suf)
         previous = st.job
         if previous is not None and not previous.superseded:
             previous.supersede()
@@ -225,7 +217,7 @@ class CompletionEngine:
         job = _Job(doc.uri)
         st.job = job
         job.task = asyncio.create_task(
-            self._run(job, backend, doc, text, offset, (cur_line, cur_char), invoked, want, previous, request_id, warm)
+            self._run(job, backend, doc, text, offset, (cur_line, cur_char), invoked, want, previous, request_id)
         )
         try:
             answer = await job.task
@@ -259,7 +251,6 @@ class CompletionEngine:
         want: int,
         previous: _Job | None,
         request_id: Any,
-        warm: WarmSeed | None = None,
     ) -> _Answer | None:
         s = self._settings()
         if not invoked:
@@ -285,7 +276,6 @@ class CompletionEngine:
         replace = ctx.line_suffix[: plan.replace_suffix_chars]
         history = self._history(doc, backend.count_tokens) if self._history else ""
         texts: list[str] = []
-        first_raw, first_eos = "", False
         attempts = want + (1 if want > 1 else 0)  # one extra try when a candidate repeats
         for i in range(attempts):
             if len(texts) >= want:
@@ -304,11 +294,6 @@ class CompletionEngine:
                 history=history,
             )
             req.tag = "complete"
-            if warm is not None and i == 0:
-                inner = getattr(backend, "inner", backend)  # the server's fault-injection wrapper
-                seed_request(req, warm, getattr(inner, "tokenizer", None), s.denoising_steps)
-                self.stats.inc("warm_starts")
-                self.stats.inc(f"warm_starts_{warm.kind}")
 
             def clean(raw: str) -> str:
                 try:
@@ -320,12 +305,10 @@ class CompletionEngine:
             raw = await self._generate(job, backend, req, doc, position, request_id, i, clean, s, plan.mode)
             if raw is None:
                 break
-            if i == 0:
-                first_raw, first_eos = raw, job.eos
             out = clean(raw)  # replaces [cursor, cursor + len(replace)): it keeps the closers itself
             if out and out != replace and out not in texts:
                 texts.append(out)
-        return _Answer(texts, replace, backend.name, raw=first_raw, eos=first_eos)
+        return _Answer(texts, replace, backend.name)
 
     async def _generate(
         self,
@@ -378,7 +361,6 @@ class CompletionEngine:
                                 self._canvas(base, shown, "draft", ev.canvas_index, ev.step, False)
                         elif isinstance(ev, Committed):
                             committed.append(ev.text)
-                            job.eos = ev.eos
                             if preview:
                                 self._canvas(
                                     base, clean("".join(committed)), "committed", ev.canvas_index, ev.steps, False
