@@ -23,6 +23,7 @@ def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_
         "plugin attached dgemma-lsp",
         "automatic next edits on (the default)",
         "ghost text appears",
+        "next edits see the ghost text",
         "ghost text at the cursor",
         "canvas drafts drawn as virtual text",
         "exactly the next word of the suggestion",

@@ -77,6 +77,8 @@ H.run(function()
     end
   end)
   H.check('ghost text appears', ghost ~= nil)
+  -- with ghost text on screen an automatic next edit is neither asked for nor drawn (lua/dgemma/next_edit.lua)
+  H.check('next edits see the ghost text', ne.ghost_shown(buf))
   H.check(
     'ghost text at the cursor',
     ghost.row == cursor[1] - 1 and ghost.col == cursor[2],
