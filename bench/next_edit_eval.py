@@ -40,7 +40,7 @@ from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.documents import BlockLineIndex, Document
 from dgemma_lsp.lsp.edit_history import EditHistory
 from dgemma_lsp.lsp.next_edit import pick_region, suggest_once
-from dgemma_lsp.lsp.repair import apply_edits
+from dgemma_lsp.lsp.repair import apply_edits, minimal_edits
 from dgemma_lsp.lsp.repair.edits import Edit
 
 PATTERNS = ("rename", "parameter", "literal", "pattern", "dead")
@@ -376,7 +376,35 @@ async def run_case(case: Case, backend, settings: Settings) -> dict:  # noqa: AN
         "steps": sug.steps,
         "wall_s": round(wall, 3),
         "region_lines": region.last_line - region.first_line + 1,
+        "want": want,
+        "raw": sug.new_region,
+        "region": region.text,
     }
+
+
+def site_infill(cases: list[Case], backend, settings: Settings) -> dict:  # noqa: ANN001
+    """The model's own infill (the task it was trained on) at every other site of the user's edit within 8 lines
+    (at most 4 a case), with the old text cut out: does it write the new text, keep the old one, or something else?
+    Ungated. Tells whether a site-by-site prompt could do better than the region rewrite."""
+    from dgemma_lsp.lsp.infill import infill
+
+    counts = {"new": 0, "old": 0, "other": 0}
+    for c in cases:
+        if c.pattern not in ("rename", "literal"):
+            continue
+        a, b, new = c.edit
+        old = c.text[a:b]
+        text = c.text[:a] + new + c.text[b:]
+        line = text.count("\n", 0, a)
+        pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(old)}(?![A-Za-z0-9_])")
+        sites = [m for m in pat.finditer(text) if abs(text.count("\n", 0, m.start()) - line) <= 8][:4]
+        for m in sites:
+            cut = text[: m.start()] + text[m.end() :]
+            got = asyncio.run(
+                infill(backend, cut, m.start(), language_id="python", path="x.py", settings=settings, seed=0)
+            ).text
+            counts["new" if got.startswith(new) else "old" if got.startswith(old) else "other"] += 1
+    return counts
 
 
 def summarize(rows: list[dict]) -> list[str]:
@@ -406,6 +434,11 @@ def summarize(rows: list[dict]) -> list[str]:
         f"wrong suggestions on change cases: {sum(r['offered'] and not r['exact'] for r in change)}/{len(change)}; "
         f"median latency {walls[len(walls) // 2]:.2f} s, max {walls[-1]:.2f} s"
     )
+    def hunks(a: str, b: str) -> set[tuple[int, int, str]]:
+        return {(e.start, e.end, e.new_text) for e in minimal_edits(a, b)}
+
+    some = sum(bool(hunks(r["region"], r["want"]) & hunks(r["region"], r["raw"])) for r in change)
+    out.append(f"raw answers with at least one of the target's edits (change cases): {some}/{len(change)}")
     reasons: dict[str, int] = {}
     for r in rows:
         key = (r["reason"] or "offered").split(":")[0].split(" (")[0]
@@ -424,6 +457,11 @@ def main() -> None:
     ap.add_argument("--min-confidence", type=float, default=None, help="override the checkpoint's gate")
     ap.add_argument("--json", help="write the per-case rows here")
     ap.add_argument("--list", action="store_true", help="print the cases and exit (no model)")
+    ap.add_argument(
+        "--site-infill",
+        action="store_true",
+        help="instead: at each other site of a rename / literal case, can the model's trained infill write the new text?",
+    )
     a = ap.parse_args()
     cases = build_cases(a.seed, a.per_pattern, a.none)
     if a.list:
@@ -442,12 +480,15 @@ def main() -> None:
     if a.min_confidence is not None:
         overrides["min_confidence"] = a.min_confidence
     settings, _ = Settings().merged(overrides)
+    if a.site_infill:
+        print(json.dumps(site_infill(cases, backend, settings.merged({"min_confidence": 0.0})[0])))
+        return
 
     async def run_all() -> list[dict]:
         rows = []
         for c in cases:
             r = await run_case(c, backend, settings)
-            print(json.dumps(r), flush=True)
+            print(json.dumps({k: v for k, v in r.items() if k not in ("want", "raw", "region")}), flush=True)
             rows.append(r)
         return rows
 

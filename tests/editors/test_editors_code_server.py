@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -38,13 +39,19 @@ def test_code_server_ghost_text_tab_and_quick_fix(tiny_checkpoint: Path, tmp_pat
     )
     assert pkg.returncode == 0, pkg.stdout[-3000:] + pkg.stderr[-3000:]
     log = tmp_path / "server.log"
+    # the next-edit test's server: the test-only launcher behind one executable (the extension starts a command)
+    launcher = server_command(tiny_checkpoint, tmp_path / "server-testing.log", launcher=True)
+    wrapper = tmp_path / "dgemma-lsp-testing"
+    wrapper.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in launcher[:2]) + ' "$@"\n')
+    wrapper.chmod(0o755)
     env = {
         "CODE_SERVER": str(code_server),
         "DGEMMA_VSIX": str(vsix),
         "DGEMMA_LSP_CMD": json.dumps(server_command(tiny_checkpoint, log)),
+        "DGEMMA_LSP_TESTING_CMD": json.dumps([str(wrapper), *launcher[2:]]),
         "DGEMMA_E2E_ARTIFACTS": str(tmp_path / "artifacts"),
     }
-    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=480, cwd=VSCODE_DIR)
+    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=660, cwd=VSCODE_DIR)
     server_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     assert proc.returncode == 0, (
         proc.stdout[-8000:]

@@ -18,7 +18,9 @@ def test_nvim012_ghost_text_accept_and_fix_structure(tiny_checkpoint: Path, tmp_
     # The user-visible behaviours, each asserted inside Neovim (see the Lua file for how).
     for name in (
         "plugin attached dgemma-lsp",
+        "automatic next edits on (the default)",
         "ghost text appears",
+        "next edits see the ghost text",
         "ghost text at the cursor",
         "canvas drafts drawn as virtual text",
         "exactly the next word of the suggestion",
@@ -99,6 +101,7 @@ def test_nvim012_next_edit_shown_jumped_accepted_dismissed(tiny_checkpoint: Path
         "jump key moves to the edit",
         "accept applied every site",
         "server named the next site",
+        "no automatic request for the accept itself",
         "jump key went to the named site",
         "request key shows a next edit",
         "dismiss hides it",

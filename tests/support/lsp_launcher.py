@@ -8,7 +8,7 @@ on the server object before it starts, so that nothing test-only ships in the pa
   real one, and next-edit answers whose text is known;
 - two commands arm it: ``dgemma.test.setFault {mode: error|hang|die|none, count}`` (the next ``count``
   generations fail that way) and ``dgemma.test.scriptNextEdit TEXT...`` (queue answer texts for next-edit
-  requests: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
+  requests; or at start, ``DGEMMA_LSP_SCRIPT_NEXT_EDIT``, a JSON list: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
   test checks what the server does with a known answer instead of with a random-weight model's noise).
 
 Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-end tests that script next edits.
@@ -17,6 +17,8 @@ Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-e
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +38,8 @@ from dgemma_lsp.backend.contract import (
 
 SET_FAULT_COMMAND = "dgemma.test.setFault"
 SCRIPT_COMMAND = "dgemma.test.scriptNextEdit"
+# answers queued at start, a JSON list of texts: for editor tests that cannot send the command with arguments
+SCRIPT_ENV = "DGEMMA_LSP_SCRIPT_NEXT_EDIT"
 # error: generate raises BackendError; hang: generate never yields (the server's timeout must fire);
 # die: generate raises BackendUnavailable (the backend is gone; the server must reload it).
 FAULT_MODES = ("none", "error", "hang", "die")
@@ -107,6 +111,10 @@ def install(server: Any) -> None:
     from dgemma_lsp.lsp.params import arg, plain
 
     scripted: deque[str] = deque()  # kept across backend reloads
+    queued = json.loads(os.environ.get(SCRIPT_ENV) or "[]")
+    if not (isinstance(queued, list) and all(isinstance(t, str) for t in queued)):
+        raise SystemExit(f"{SCRIPT_ENV} must be a JSON list of strings")
+    scripted.extend(queued)
     create = server.backend_mgr.create
     server.backend_mgr.create = lambda settings: TestingBackend(create(settings), scripted)
 

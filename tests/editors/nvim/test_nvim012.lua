@@ -10,9 +10,8 @@ local api = vim.api
 H.run(function()
   H.check('neovim is 0.12+', vim.fn.has('nvim-0.12') == 1, tostring(vim.version()))
   local dgemma = H.load_plugin()
-  -- Next edits ask on their own after each pause; this test drives the ghost text alone (test_next_edit012.lua
-  -- drives next edits), so their requests do not interleave with the accept keys' timing.
-  dgemma.setup({ cmd = H.server_cmd(), settings = { debounceMs = 0 }, next_edit = { auto = false } })
+  -- Default next-edit settings: automatic next-edit requests run after each pause, beside the ghost text.
+  dgemma.setup({ cmd = H.server_cmd(), settings = { debounceMs = 0 } })
 
   -- 1. attach ------------------------------------------------------------------------------------------------
   local py = H.write_file('calc.py', 'def add(a, b):\n    """Add two numbers."""\n    return \n')
@@ -31,6 +30,8 @@ H.run(function()
   )
   H.check('inline completion enabled', vim.lsp.inline_completion.is_enabled({ bufnr = buf }))
   H.check('<Tab> mapped in Insert mode', vim.fn.maparg('<Tab>', 'i', false, true).buffer == 1)
+  local ne = require('dgemma.next_edit')
+  H.check('automatic next edits on (the default)', ne.state[buf] and ne.state[buf].auto == true)
 
   -- 2. ghost text in Insert mode ---------------------------------------------------------------------------------
   api.nvim_win_set_cursor(0, { 3, 0 })
@@ -76,6 +77,8 @@ H.run(function()
     end
   end)
   H.check('ghost text appears', ghost ~= nil)
+  -- with ghost text on screen an automatic next edit is neither asked for nor drawn (lua/dgemma/next_edit.lua)
+  H.check('next edits see the ghost text', ne.ghost_shown(buf))
   H.check(
     'ghost text at the cursor',
     ghost.row == cursor[1] - 1 and ghost.col == cursor[2],

@@ -23,10 +23,11 @@ M.defaults = {
   },
 }
 
---- Per buffer: { result = <dgemma/nextEdit result>, jump = {line, character}?, applying = bool }
+--- Per buffer: { result = <dgemma/nextEdit result>, jump = {line, character}?, own_tick = changedtick of our accept }
 M.state = {}
---- Counters the tests read (nothing leaves the editor).
-M.stats = { requests = 0, answers = 0, shown = 0, accepted = 0, dismissed = 0, jumps = 0, stale = 0 }
+--- Counters the tests read (nothing leaves the editor). `behind_ghost`: automatic requests not made, or answers not
+--- shown, because ghost text was on screen.
+M.stats = { requests = 0, answers = 0, shown = 0, accepted = 0, dismissed = 0, jumps = 0, stale = 0, behind_ghost = 0 }
 
 local function client_for(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'dgemma' })[1]
@@ -88,8 +89,16 @@ function M.marks(bufnr)
   return api.nvim_buf_get_extmarks(bufnr or 0, ns, 0, -1, { details = true })
 end
 
---- Ask the server for a next edit at the cursor; `on_done(result)` runs after the answer is handled.
-function M.request(bufnr, on_done)
+--- Whether Neovim's inline completion shows ghost text in the buffer. Ghost text goes first: an automatic next
+--- edit drawn beside it would put two suggestions on the screen while the user reaches for the accept key.
+function M.ghost_shown(bufnr)
+  local ghost = api.nvim_get_namespaces()['nvim.lsp.inline_completion']
+  return ghost ~= nil and #api.nvim_buf_get_extmarks(bufnr, ghost, 0, -1, { limit = 1 }) > 0
+end
+
+--- Ask the server for a next edit at the cursor; `on_done(result)` runs after the answer is handled. `auto`: asked
+--- by the pause-after-edit trigger (its answer is not shown over ghost text).
+function M.request(bufnr, on_done, auto)
   bufnr = bufnr or api.nvim_get_current_buf()
   local client = client_for(bufnr)
   if not client then
@@ -110,6 +119,8 @@ function M.request(bufnr, on_done)
     st(bufnr).last = result
     if vim.lsp.util.buf_versions[bufnr] ~= asked_at then
       M.stats.stale = M.stats.stale + 1 -- typed meanwhile: this answer is for an older text
+    elseif auto and result.edits and #result.edits > 0 and M.ghost_shown(bufnr) then
+      M.stats.behind_ghost = M.stats.behind_ghost + 1
     elseif result.edits and #result.edits > 0 then
       st(bufnr).result = result
       st(bufnr).encoding = client.offset_encoding
@@ -143,9 +154,10 @@ function M.accept(bufnr)
   if not result then
     return false
   end
-  s.applying = true
   vim.lsp.util.apply_text_edits(result.edits, bufnr, s.encoding or 'utf-16')
-  s.applying = false
+  -- TextChanged for this edit fires later, from the main loop: the tick tells it that the edit was ours (an
+  -- automatic request for it would race the jump to the site the server names).
+  s.own_tick = api.nvim_buf_get_changedtick(bufnr)
   M.clear(bufnr)
   M.stats.accepted = M.stats.accepted + 1
   run_command(bufnr, result.command, function(res)
@@ -227,16 +239,21 @@ function M.attach(client, bufnr, opts)
     group = group,
     buffer = bufnr,
     callback = function()
-      if st(bufnr).applying then
-        return
+      if st(bufnr).own_tick == api.nvim_buf_get_changedtick(bufnr) then
+        return -- our own accept (M.accept)
       end
       M.clear(bufnr) -- the text moved under it
       if st(bufnr).auto and timer then
         timer:stop()
         timer:start(cfg.delay_ms, 0, vim.schedule_wrap(function()
-          if api.nvim_buf_is_valid(bufnr) and api.nvim_get_current_buf() == bufnr and st(bufnr).auto then
-            M.request(bufnr)
+          if not (api.nvim_buf_is_valid(bufnr) and api.nvim_get_current_buf() == bufnr and st(bufnr).auto) then
+            return
           end
+          if M.ghost_shown(bufnr) then
+            M.stats.behind_ghost = M.stats.behind_ghost + 1
+            return
+          end
+          M.request(bufnr, nil, true)
         end))
       end
     end,

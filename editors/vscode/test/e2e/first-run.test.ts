@@ -12,22 +12,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Workbench } from './workbench';
+import { serverSettings, until, Workbench } from './workbench';
 
-const serverCmd: string[] = JSON.parse(process.env.DGEMMA_LSP_CMD ?? '["dgemma-lsp","--stdio"]');
-const stdio = serverCmd.indexOf('--stdio');
-const realServer = { 'dgemma.server.command': serverCmd[0], 'dgemma.server.extraArgs': serverCmd.slice(stdio >= 0 ? stdio + 1 : 1) };
+const realServer = serverSettings();
 const truncated = '{\n  "name": "demo",\n  "tags": ["a", "b"],\n  "nested": {"ok": true';
 
-async function until<T>(ms: number, fn: () => Promise<T | undefined | false>, every = 200): Promise<T | undefined> {
-  const t0 = Date.now();
-  while (Date.now() - t0 < ms) {
-    const v = await fn();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, every));
-  }
-  return undefined;
-}
 
 describe('first run in code-server', { timeout: 420_000 }, () => {
   const wb = new Workbench();

@@ -3,7 +3,8 @@
  * Playwright over Debian's Chromium, and the few things a user does in it (open a file, run a command, read ghost
  * text and notifications).
  *
- * Env: CODE_SERVER, DGEMMA_VSIX, CHROMIUM (default /usr/bin/chromium), DGEMMA_E2E_ARTIFACTS (screenshots).
+ * Env: CODE_SERVER, DGEMMA_VSIX, DGEMMA_LSP_CMD (JSON list: the server command), CHROMIUM (default
+ * /usr/bin/chromium), DGEMMA_E2E_ARTIFACTS (screenshots). Every e2e test file uses this one module.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,25 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
+
+/** The server command from DGEMMA_LSP_CMD (JSON list) as the extension's settings: the arguments after --stdio
+ * become dgemma.server.extraArgs. */
+export function serverSettings(commandEnv = 'DGEMMA_LSP_CMD'): Record<string, unknown> {
+  const cmd: string[] = JSON.parse(process.env[commandEnv] ?? '["dgemma-lsp","--stdio"]');
+  const stdio = cmd.indexOf('--stdio');
+  return { 'dgemma.server.command': cmd[0], 'dgemma.server.extraArgs': cmd.slice(stdio >= 0 ? stdio + 1 : 1) };
+}
+
+/** Poll `fn` every `every` ms until it returns something truthy, at most `ms` ms. */
+export async function until<T>(ms: number, fn: () => Promise<T | undefined | false>, every = 200): Promise<T | undefined> {
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, every));
+  }
+  return undefined;
+}
 
 /** Workbench settings that keep other suggestions and popups out of the way. */
 export const QUIET_SETTINGS: Record<string, unknown> = {
@@ -94,6 +114,7 @@ export class Workbench {
     this.page = await this.browser.newPage({ viewport: { width: 1400, height: 900 } });
     await this.page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(this.ws)}`);
     await this.page.locator('.monaco-workbench').waitFor({ timeout: 90_000 });
+    await this.page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor({ timeout: 60_000 }).catch(() => undefined);
   }
 
   async close(): Promise<void> {
