@@ -1,7 +1,7 @@
 """VS Code extension (editors/vscode): settings schema in sync with Settings, tsc + unit tests under Node, and the
 Node protocol client (vscode-languageserver-protocol over stdio) against `dgemma-lsp --stdio`.
 
-The code-server + Playwright workbench test is opt-in: tests/test_editors_code_server.py.
+The code-server + Playwright workbench test is opt-in: tests/editors/test_editors_code_server.py.
 """
 
 from __future__ import annotations
