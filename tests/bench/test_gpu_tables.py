@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_D = ROOT / "tests" / "bench" / "gpu_rows" / "s3_runD_gpu_step.jsonl"
-RUN_C = ROOT / "tests" / "bench" / "gpu_rows" / "s3_runC_gpu_step.jsonl"
+RUN_D = ROOT / "tests" / "bench" / "gpu_rows" / "h200_2026-11-30_0846b_gpu_step.jsonl"
+RUN_C = ROOT / "tests" / "bench" / "gpu_rows" / "h200_2026-11-30_0846a_gpu_step.jsonl"
 sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu_tables import load_rows, render  # noqa: E402
@@ -81,7 +81,7 @@ def test_command_line() -> None:
 
 def test_attention_sweep_and_profile_tables() -> None:
     last = ROOT / "tests" / "bench" / "gpu_rows"
-    md = render(load_rows([last / "s8_runC9_gpu_step.jsonl", last / "s8_runC9b_gpu_step.jsonl"]))
+    md = render(load_rows([last / "h200_2026-11-30_2247_gpu_step.jsonl", last / "h200_2026-11-30_2252_gpu_step.jsonl"]))
     assert "head 256: picked 32:128:8:2 (0.2635 vs 0.5319 ms)" in md
     assert "| 256 | 1 | 0.12 |" in md  # vLLM's launch, one canvas
     assert "### Where a denoising step goes" in md and "| ours | 1024 | 1 | 14.31 | 14.03 |" in md
