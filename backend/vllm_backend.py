@@ -571,9 +571,10 @@ class VLLMBackend:
         t_prepared = time.monotonic() - t0
         rid = f"dg{uuid.uuid4().hex[:16]}"
         queue: asyncio.Queue = asyncio.Queue()
-        tapped = self._tap is not None and "dgemma_draft_tap" in (mapped.sampling.get("extra_args") or {})
-        if tapped and self._tap is not None:
-            self._tap.queues[rid] = queue
+        tap = self._tap
+        tapped = tap is not None and "dgemma_draft_tap" in (mapped.sampling.get("extra_args") or {})
+        if tap is not None and tapped:
+            tap.queues[rid] = queue
         # near max_model_len vLLM commits a shorter canvas than the draft: let the engine's commit decide there
         early = tapped and self.early_commit and mapped.early_commit
         early = early and len(prompt_ids) + mapped.canvas_width <= self.max_model_len
@@ -593,76 +594,12 @@ class VLLMBackend:
         if mapped.unsupported:
             stats.extra["unsupported"] = mapped.unsupported
         stats.extra["vllm"] = self.features.version
-        # where a generation's time goes, from generate()'s start (ms): the prompt and request mapping, each draft's
-        # arrival, each commit's; the server turns it into latency samples (lsp/completion.py)
-        timeline: dict[str, Any] = {"prepare": t_prepared * 1e3, "drafts": [], "commits": []}
-        stats.extra["timeline_ms"] = timeline
-        all_ids: list[int] = []
-        texts: list[str] = []
-        canvas_index = 0
-        step = 0
+        canvas = _CanvasStream(request, mapped, stats, self._decode, self._eos, t0, t_prepared, early=early)
         finished = False
-        ahead: list[tuple[int, list[int]]] = []  # drafts of the next canvas that came before this one's commit
-
-        def commit(new_ids: list[int]) -> tuple[Committed, bool]:
-            nonlocal canvas_index, step
-            all_ids.extend(new_ids)
-            text, eos = self._decode(new_ids)
-            texts.append(text)
-            stats.canvases += 1
-            stats.steps_per_canvas.append(step)
-            if stats.first_commit_s is None:
-                stats.first_commit_s = time.monotonic() - t0
-            timeline["commits"].append((time.monotonic() - t0) * 1e3)
-            ev = Committed(canvas_index=canvas_index, steps=step, text=text, token_ids=new_ids, eos=eos)
-            canvas_index += 1
-            step = 0
-            return ev, eos or (request.stop_at_newline and "\n" in text)
-
-        def draft(step_no: int, ids: list[int]) -> Draft:
-            if stats.first_draft_s is None:
-                stats.first_draft_s = time.monotonic() - t0
-            timeline["drafts"].append((time.monotonic() - t0) * 1e3)
-            text, _ = self._decode(ids[: mapped.canvas_width])
-            return Draft(canvas_index=canvas_index, step=step_no, text=text, token_ids=ids[: mapped.canvas_width])
-
         try:
             while True:
-                if request.cancel is not None and request.cancel.cancelled:
-                    from .contract import Cancelled
-
-                    raise Cancelled()
-                timeout = 0.005 if request.cancel is not None else None
-                rem = request.remaining()
-                if rem is not None:
-                    if rem <= 0:
-                        from .contract import DeadlineExceeded
-
-                        raise DeadlineExceeded()
-                    timeout = min(timeout or rem, rem)
-                try:
-                    kind, payload = await asyncio.wait_for(queue.get(), timeout) if timeout else await queue.get()
-                except TimeoutError:
-                    continue
-                if kind == "draft":
-                    step_no, ids, final = payload
-                    if ahead or step_no <= step:
-                        # the step count went back: a step of the next canvas, which vLLM's asynchronous scheduling
-                        # runs before this canvas's commit reaches us; it waits for that commit (or is dropped)
-                        ahead.append((step_no, ids))
-                        continue
-                    step = step_no
-                    if request.want_drafts:
-                        yield draft(step_no, ids)
-                    if final and early:
-                        # what the commit step emits: the converged argmax canvas, cut to the width, max_tokens and
-                        # the first end token (kept, as vLLM keeps it)
-                        new_ids = ids[: min(mapped.canvas_width, request.total_new_tokens)]
-                        cut = next((i + 1 for i, t in enumerate(new_ids) if t in self._eos), len(new_ids))
-                        stats.extra["early_commit"] = True
-                        ev, _ = commit(new_ids[:cut])
-                        yield ev
-                        break
+                kind, payload = await self._next(queue, request)
+                if kind == "wait":
                     continue
                 if kind == "error":
                     if engine_died(self._engine, payload):
@@ -670,23 +607,10 @@ class VLLMBackend:
                     raise BackendError(f"vLLM request failed: {type(payload).__name__}: {payload}") from payload
                 if kind == "end":
                     break
-                out = payload
-                comp = out.outputs[0]
-                new_ids = list(comp.token_ids)
-                if new_ids:
-                    ev, stop = commit(new_ids)
+                events, stop, finished = canvas.on_draft(*payload) if kind == "draft" else canvas.on_output(payload)
+                for ev in events:
                     yield ev
-                    if stop:
-                        finished = out.finished  # an engine that stopped by itself needs no abort
-                        break
-                    pending, ahead = ahead, []
-                    if len(all_ids) < request.total_new_tokens and not out.finished:
-                        for step_no, ids in pending:
-                            step = step_no
-                            if request.want_drafts:
-                                yield draft(step_no, ids)
-                if out.finished:
-                    finished = True
+                if stop:
                     break
         finally:
             if self._tap is not None:
@@ -700,11 +624,28 @@ class VLLMBackend:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-        stats.tokens = len(all_ids)
-        stats.wall_s = time.monotonic() - t0
-        steps = sum(stats.steps_per_canvas)
-        stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
-        yield Done(text="".join(texts), stats=stats)
+        yield canvas.done(time.monotonic() - t0)
+
+    @staticmethod
+    async def _next(queue: asyncio.Queue, request: CanvasRequest) -> tuple[str, Any]:
+        """The next item from the engine (``out`` / ``draft`` / ``error`` / ``end``), or ``wait`` after a short
+        timeout so cancellation and the deadline are checked while the engine computes."""
+        if request.cancel is not None and request.cancel.cancelled:
+            from .contract import Cancelled
+
+            raise Cancelled()
+        timeout = 0.005 if request.cancel is not None else None
+        rem = request.remaining()
+        if rem is not None:
+            if rem <= 0:
+                from .contract import DeadlineExceeded
+
+                raise DeadlineExceeded()
+            timeout = min(timeout or rem, rem)
+        try:
+            return await asyncio.wait_for(queue.get(), timeout) if timeout else await queue.get()
+        except TimeoutError:
+            return "wait", None
 
     def info(self) -> BackendInfo:
         return BackendInfo(
@@ -737,3 +678,100 @@ class VLLMBackend:
         if self._tap is not None:
             self._tap.close()
             self._tap = None
+
+
+class _CanvasStream:
+    """Turns one request's engine outputs (committed canvases) and tapped drafts (one per step) into the contract's
+    events, in order: a draft of the next canvas that vLLM's asynchronous scheduling runs before this canvas's
+    commit reaches us waits for that commit. With ``early`` (one canvas, drafts tapped) the final draft is the
+    commit: the converged argmax canvas, cut to the width, ``max_tokens`` and the first end token."""
+
+    def __init__(
+        self,
+        request: CanvasRequest,
+        mapped: MappedRequest,
+        stats: Stats,
+        decode: Any,
+        eos: Any,
+        t0: float,
+        t_prepared: float,
+        *,
+        early: bool,
+    ) -> None:
+        self.request, self.mapped, self.stats, self.decode, self.eos = request, mapped, stats, decode, eos
+        self.t0, self.early = t0, early
+        self.all_ids: list[int] = []
+        self.texts: list[str] = []
+        self.canvas_index = 0
+        self.step = 0
+        self.ahead: list[tuple[int, list[int]]] = []  # drafts of the next canvas that came before this one's commit
+        # where a generation's time goes, from generate()'s start (ms): the prompt and request mapping, each draft's
+        # arrival, each commit's; the server turns it into latency samples (lsp/stats.py)
+        self.timeline: dict[str, Any] = {"prepare": t_prepared * 1e3, "drafts": [], "commits": []}
+        stats.extra["timeline_ms"] = self.timeline
+
+    def _commit(self, new_ids: list[int]) -> tuple[Committed, bool]:
+        self.all_ids.extend(new_ids)
+        text, eos = self.decode(new_ids)
+        self.texts.append(text)
+        self.stats.canvases += 1
+        self.stats.steps_per_canvas.append(self.step)
+        if self.stats.first_commit_s is None:
+            self.stats.first_commit_s = time.monotonic() - self.t0
+        self.timeline["commits"].append((time.monotonic() - self.t0) * 1e3)
+        ev = Committed(canvas_index=self.canvas_index, steps=self.step, text=text, token_ids=new_ids, eos=eos)
+        self.canvas_index += 1
+        self.step = 0
+        return ev, eos or (self.request.stop_at_newline and "\n" in text)
+
+    def _draft(self, step_no: int, ids: list[int]) -> Draft:
+        if self.stats.first_draft_s is None:
+            self.stats.first_draft_s = time.monotonic() - self.t0
+        self.timeline["drafts"].append((time.monotonic() - self.t0) * 1e3)
+        width = self.mapped.canvas_width
+        text, _ = self.decode(ids[:width])
+        return Draft(canvas_index=self.canvas_index, step=step_no, text=text, token_ids=ids[:width])
+
+    def on_draft(self, step_no: int, ids: list[int], final: bool) -> tuple[list[CanvasEvent], bool, bool]:
+        """A tapped step: (events, stop, finished)."""
+        if self.ahead or step_no <= self.step:
+            # the step count went back: a step of the next canvas, which waits for this canvas's commit (or is dropped)
+            self.ahead.append((step_no, ids))
+            return [], False, False
+        self.step = step_no
+        events: list[CanvasEvent] = [self._draft(step_no, ids)] if self.request.want_drafts else []
+        if final and self.early:
+            new_ids = ids[: min(self.mapped.canvas_width, self.request.total_new_tokens)]
+            cut = next((i + 1 for i, t in enumerate(new_ids) if t in self.eos), len(new_ids))
+            self.stats.extra["early_commit"] = True
+            ev, _ = self._commit(new_ids[:cut])
+            events.append(ev)
+            return events, True, False
+        return events, False, False
+
+    def on_output(self, out: Any) -> tuple[list[CanvasEvent], bool, bool]:
+        """An engine output (a committed canvas, or the end): (events, stop, finished)."""
+        events: list[CanvasEvent] = []
+        new_ids = list(out.outputs[0].token_ids)
+        if new_ids:
+            ev, stop = self._commit(new_ids)
+            events.append(ev)
+            if stop:
+                return events, True, bool(out.finished)  # an engine that stopped by itself needs no abort
+            pending, self.ahead = self.ahead, []
+            if len(self.all_ids) < self.request.total_new_tokens and not out.finished:
+                for step_no, ids in pending:
+                    self.step = step_no
+                    if self.request.want_drafts:
+                        events.append(self._draft(step_no, ids))
+        if out.finished:
+            return events, True, True
+        return events, False, False
+
+    def done(self, wall_s: float) -> Done:
+        stats = self.stats
+        stats.tokens = len(self.all_ids)
+        stats.wall_s = wall_s
+        steps = sum(stats.steps_per_canvas)
+        stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
+        return Done(text="".join(self.texts), stats=stats)
