@@ -116,7 +116,7 @@ def main() -> None:
     for ctx_tokens in (int(x) for x in args.contexts.split(",")):
         for where in args.where.split(","):
             for name, build in impls:
-                token_windows._counters.clear()  # every replay starts as a fresh server does
+                token_windows.clear_caches()  # every replay starts as a fresh server does
                 r = replay(build, encode, ctx_tokens, where, args.keys)
                 r["impl"] = name
                 out.append(r)

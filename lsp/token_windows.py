@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["CHUNK_CHARS", "ChunkCounts", "chunk_counts", "head_within", "tail_within"]
+__all__ = ["CHUNK_CHARS", "ChunkCounts", "chunk_counts", "clear_caches", "head_within", "tail_within"]
 
 CountTokens = Callable[[str], int]
 _BREAK = re.compile(r"\r\n|\r|\n")
@@ -23,28 +25,29 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 # Grid step of the cached chunks. Smaller chunks estimate a cut more closely; larger ones cost fewer lookups
 # per keystroke and fewer tokenizer calls the first time a document is seen.
 CHUNK_CHARS = 1024
-_CACHE_CHARS = 4_000_000  # text one tokenizer's cache holds (a few MB)
+_CACHE_CHARS = 1_000_000  # text one tokenizer's cache holds (about 1 MB; 8k-token windows of ~30 files)
 _MAX_COUNTERS = 4  # tokenizers with a cache (a reloaded backend brings a new one)
 _MAX_STEPS = 8  # inward steps after an exact count before falling back to a binary search
 
 
 class ChunkCounts:
-    """Token counts of text chunks for one ``count_tokens``: an LRU map bounded by the characters it holds."""
+    """Token counts of text chunks for one tokenizer: an LRU map bounded by the characters it holds. It keeps no
+    reference to the tokenizer (a backend's cache must not keep the backend alive)."""
 
-    def __init__(self, count_tokens: CountTokens, max_chars: int = _CACHE_CHARS) -> None:
-        self.count_tokens = count_tokens
+    def __init__(self, max_chars: int = _CACHE_CHARS) -> None:
         self.max_chars = max_chars
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
-    def __call__(self, text: str) -> int:
+    def count(self, text: str, count_tokens: CountTokens) -> int:
+        """The cached count of ``text``, or ``count_tokens(text)`` remembered."""
         with self._lock:
             n = self._counts.get(text)
             if n is not None:
                 self._counts.move_to_end(text)
                 return n
-        n = self.count_tokens(text)
+        n = count_tokens(text)
         with self._lock:
             if text not in self._counts:
                 self._counts[text] = n
@@ -63,21 +66,42 @@ class ChunkCounts:
             self._chars = 0
 
 
+# Caches of a backend's bound ``count_tokens`` live as long as the backend (a reloaded engine's old backend must
+# not be kept alive by its cache); other callables (functions, lambdas) share a small LRU.
+_by_owner: weakref.WeakKeyDictionary[Any, dict[Any, ChunkCounts]] = weakref.WeakKeyDictionary()
 _counters: OrderedDict[CountTokens, ChunkCounts] = OrderedDict()
 _counters_lock = threading.Lock()
 
 
 def chunk_counts(count_tokens: CountTokens) -> ChunkCounts:
     """The shared chunk-count cache of ``count_tokens`` (bound methods of one backend share one)."""
+    owner, func = getattr(count_tokens, "__self__", None), getattr(count_tokens, "__func__", None)
     with _counters_lock:
+        if owner is not None and func is not None:
+            try:
+                per_owner = _by_owner.setdefault(owner, {})
+            except TypeError:  # not weak-referenceable
+                pass
+            else:
+                cache = per_owner.get(func)
+                if cache is None:
+                    cache = per_owner[func] = ChunkCounts()
+                return cache
         cache = _counters.get(count_tokens)
         if cache is None:
-            cache = _counters[count_tokens] = ChunkCounts(count_tokens)
+            cache = _counters[count_tokens] = ChunkCounts()
             while len(_counters) > _MAX_COUNTERS:
                 _counters.popitem(last=False)
         else:
             _counters.move_to_end(count_tokens)
         return cache
+
+
+def clear_caches() -> None:
+    """Forget every cached count (benchmarks and tests start cold with it)."""
+    with _counters_lock:
+        _by_owner.clear()
+        _counters.clear()
 
 
 # --- line geometry inside a region text[lo:hi], treated as a text of its own -----------------------------
@@ -179,7 +203,8 @@ class _Side:
         return ((x - a, y - a) for x, y in _chunks_after(self.text, lo, hi))
 
 
-def _estimate(side: _Side, lo: int, hi: int, budget: int, cache: ChunkCounts) -> tuple[int, int, int, bool]:
+def _estimate(side: _Side, lo: int, hi: int, budget: int, count_tokens: CountTokens,
+              cache: ChunkCounts) -> tuple[int, int, int, bool]:  # fmt: skip
     """Walk the chunks outward while their cached counts fit, then cut the first that does not at a line
     boundary. Returns (distance, estimated tokens, the first non-empty span's end, whether
     every span fitted)."""
@@ -188,7 +213,7 @@ def _estimate(side: _Side, lo: int, hi: int, budget: int, cache: ChunkCounts) ->
         if d1 <= d0:
             continue
         first = first or d1
-        c = cache(side.piece(d0, d1))
+        c = cache.count(side.piece(d0, d1), count_tokens)
         if total + c <= budget:
             total, d = total + c, d1
             continue
@@ -198,7 +223,7 @@ def _estimate(side: _Side, lo: int, hi: int, budget: int, cache: ChunkCounts) ->
         lo_i, hi_i = 0, len(bounds) - 1
         while lo_i <= hi_i:
             mid = (lo_i + hi_i) // 2
-            m = cache(side.piece(d0, bounds[mid]))
+            m = cache.count(side.piece(d0, bounds[mid]), count_tokens)
             if total + m <= budget:
                 d, part, lo_i = bounds[mid], m, mid + 1
             else:
@@ -262,7 +287,7 @@ def tail_within(text: str, end: int, budget: int, count_tokens: CountTokens, *, 
         if lo > 0:
             s = _first_start(text, lo, end)
             lo = s if s < end else lo
-        d, est, first, whole = _estimate(side, lo, end, budget, cache)
+        d, est, first, whole = _estimate(side, lo, end, budget, count_tokens, cache)
         if not (whole and lo > 0 and est < budget * 3 // 4 and attempt < grow):
             break
         chars = 2 * chars  # type: ignore[operator]
@@ -281,7 +306,7 @@ def head_within(text: str, start: int, budget: int, count_tokens: CountTokens, *
         if hi < len(text):
             last = _last_start(text, start, hi)
             hi = last if last > start else hi
-        d, est, first, whole = _estimate(side, start, hi, budget, cache)
+        d, est, first, whole = _estimate(side, start, hi, budget, count_tokens, cache)
         if not (whole and hi < len(text) and est < budget * 3 // 4 and attempt < grow):
             break
         chars = 2 * chars  # type: ignore[operator]

@@ -6,7 +6,9 @@ counts are not its count of the whole); fakes below the tokenizer are named as s
 
 from __future__ import annotations
 
+import gc
 import re
+import weakref
 
 import pytest
 
@@ -59,7 +61,7 @@ def test_typing_costs_about_one_count_per_window_and_gives_the_cold_result(encod
     doc = _source(400)
     at = len(doc) if where == "end" else doc.index("def f200(")
     count = Counter(encode)
-    token_windows._counters.clear()
+    token_windows.clear_caches()
     warm_calls = []
     for i in range(1, len(TYPED) + 1):
         text, offset = doc[:at] + TYPED[:i] + doc[at:], at + i
@@ -79,7 +81,7 @@ def test_typing_costs_about_one_count_per_window_and_gives_the_cold_result(encod
             warm_calls.append(calls)
             assert chars <= len(ctx.prefix) + len(ctx.suffix) + 2 * token_windows.CHUNK_CHARS + 200, count.lengths
         # The cache changes the cost, never the answer: a cold build gives the same windows.
-        token_windows._counters.pop(count, None)
+        token_windows.clear_caches()
         cold = _build(text, offset, count)
         assert (cold.prefix, cold.suffix) == (ctx.prefix, ctx.suffix)
         assert cold.prefix_tokens == ctx.prefix_tokens
@@ -90,7 +92,7 @@ def test_typing_costs_about_one_count_per_window_and_gives_the_cold_result(encod
 def test_first_keystroke_tokenizes_a_bounded_amount(encode) -> None:
     doc = _source(4000)
     count = Counter(encode)
-    token_windows._counters.clear()
+    token_windows.clear_caches()
     ctx = _build(doc, len(doc), count, prefix=2048)
     # The chunks up to the budget, parts of the chunk it ends in, one exact count: a few times the prefix at most.
     assert sum(count.lengths) <= 3 * len(ctx.prefix) + 2 * token_windows.CHUNK_CHARS and len(count.lengths) <= 20
@@ -107,7 +109,7 @@ def test_a_tokenizer_that_changes_does_not_break_the_budget(encode) -> None:
         return len(encode(s)) if state["loaded"] else len(s) // 8  # a rough estimate before the load
 
     doc = _source(400)
-    token_windows._counters.clear()
+    token_windows.clear_caches()
     before = _build(doc, len(doc), count_tokens, prefix=512)
     assert before.prefix_tokens <= 512
     state["loaded"] = True
@@ -127,7 +129,7 @@ def test_a_tokenizer_far_from_additive_still_fits() -> None:
 
     doc = _source(300)
     count = Counter(lambda s: range(fake_superadditive(s)))
-    token_windows._counters.clear()
+    token_windows.clear_caches()
     text, n = trim_prefix(doc, 500, count)
     assert fake_superadditive(text) == n <= 500 and n >= 400
     assert (len(doc) - len(text)) in _line_starts(doc)
@@ -148,7 +150,22 @@ def test_windows_cut_at_line_starts_with_any_line_ending(encode, newline: str) -
 
 
 def test_chunk_counts_stay_bounded() -> None:
-    cache = token_windows.ChunkCounts(len, max_chars=1000)
+    cache = token_windows.ChunkCounts(max_chars=1000)
     for i in range(100):
-        assert cache(f"{i:03d}" * 30) == 90
-    assert len(cache) <= 1000 // 90 and cache("abc") == 3
+        assert cache.count(f"{i:03d}" * 30, len) == 90
+    assert len(cache) <= 1000 // 90 and cache.count("abc", len) == 3
+
+
+def test_the_count_cache_does_not_keep_a_backend_alive(encode) -> None:
+    class FakeBackend:  # a fake backend: only the tokenizer part of the contract
+        def count_tokens(self, text: str) -> int:
+            return len(encode(text))
+
+    backend = FakeBackend()
+    first = _build(_source(100), 500, backend.count_tokens, prefix=64)
+    assert token_windows.chunk_counts(backend.count_tokens) is token_windows.chunk_counts(backend.count_tokens)
+    assert len(token_windows.chunk_counts(backend.count_tokens)) > 0 and first.prefix_tokens <= 64
+    gone = weakref.ref(backend)
+    del backend
+    gc.collect()
+    assert gone() is None
