@@ -1,8 +1,9 @@
 """Cursor context (token-bounded prefix/suffix windows) and the completion plan (single vs multi-line).
 
-Everything here is pure and cheap: ``count_tokens`` (the backend's tokenizer) is only ever called on
-bounded character windows (a few times the token budget), never on the whole document, so a request in
-a 5 MB file costs the same as one in a 5 KB file.
+Everything here is cheap: ``count_tokens`` (the backend's tokenizer) is only ever called on bounded
+character windows (a few times the token budget), never on the whole document, so a request in a 5 MB file
+costs the same as one in a 5 KB file; and the windows are cut from cached chunk counts and counted exactly
+once, so a keystroke costs about one count of the prefix (see :mod:`.token_windows`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .token_windows import head_within, tail_within
 
 __all__ = [
     "Snippet",
@@ -90,76 +93,17 @@ class CompletionPlan:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _fits(count_tokens: CountTokens, text: str, budget: int) -> tuple[bool, int]:
-    n = count_tokens(text) if text else 0
-    return n <= budget, n
-
-
 def trim_prefix(window: str, budget: int, count_tokens: CountTokens) -> tuple[str, int]:
     """Longest tail of ``window`` within ``budget`` tokens, starting at a line start where possible.
 
-    Binary search over line starts: O(log lines) calls to ``count_tokens``, each on at most ``window``.
-    Returns (text, tokens).
+    See :mod:`.token_windows`: estimated from cached chunk counts, then one exact count. Returns (text, tokens).
     """
-    if budget <= 0 or not window:
-        return "", 0
-    ok, n = _fits(count_tokens, window, budget)
-    if ok:
-        return window, n
-    starts = [m.end() for m in _BREAK.finditer(window)]
-    starts = [s for s in starts if s < len(window)]
-    # Find the smallest line start s such that window[s:] fits (larger s = shorter text = fewer tokens).
-    lo, hi, best = 0, len(starts) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        ok, n = _fits(count_tokens, window[starts[mid] :], budget)
-        if ok:
-            best = (starts[mid], n)
-            hi = mid - 1
-        else:
-            lo = mid + 1
-    if best is not None:
-        return window[best[0] :], best[1]
-    # Even the cursor's own line is over budget: cut it by characters.
-    line = window[starts[-1] :] if starts else window
-    return _cut_chars(line, budget, count_tokens, keep="tail")
+    return tail_within(window, len(window), budget, count_tokens)
 
 
 def trim_suffix(window: str, budget: int, count_tokens: CountTokens) -> tuple[str, int]:
     """Longest head of ``window`` within ``budget`` tokens, ending at a line end where possible."""
-    if budget <= 0 or not window:
-        return "", 0
-    ok, n = _fits(count_tokens, window, budget)
-    if ok:
-        return window, n
-    ends = [m.end() for m in _BREAK.finditer(window)]
-    lo, hi, best = 0, len(ends) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        ok, n = _fits(count_tokens, window[: ends[mid]], budget)
-        if ok:
-            best = (ends[mid], n)
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    if best is not None:
-        return window[: best[0]], best[1]
-    line = window[: ends[0]] if ends else window
-    return _cut_chars(line, budget, count_tokens, keep="head")
-
-
-def _cut_chars(text: str, budget: int, count_tokens: CountTokens, *, keep: str) -> tuple[str, int]:
-    lo, hi, best = 0, len(text), ("", 0)
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        part = text[len(text) - mid :] if keep == "tail" else text[:mid]
-        ok, n = _fits(count_tokens, part, budget)
-        if ok:
-            best = (part, n)
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return best
+    return head_within(window, 0, budget, count_tokens)
 
 
 def _normalize_snippets(snippets: Iterable[Snippet | tuple[str, str] | Sequence[str]]) -> list[Snippet]:
@@ -178,37 +122,12 @@ def _prefix_window(text: str, offset: int, budget: int, count_tokens: CountToken
     The window holds CHARS_PER_TOKEN_WINDOW characters per token; when the tokenizer packs more characters
     per token (the window fits with room to spare and the file has more), it grows 2x, at most twice.
     """
-    chars = max(budget, 0) * CHARS_PER_TOKEN_WINDOW
-    for attempt in range(3):
-        start = max(0, offset - chars)
-        window = text[start:offset]
-        if start > 0:
-            # Drop the partial first line so the model never sees half a line (unless it is the only line).
-            m = _BREAK.search(window)
-            if m and m.end() < len(window):
-                window = window[m.end() :]
-        out, n = trim_prefix(window, budget, count_tokens)
-        if start == 0 or len(out) < len(window) or n >= budget * 0.75 or attempt == 2:
-            return out, n
-        chars *= 2
-    return out, n  # pragma: no cover
+    return tail_within(text, offset, budget, count_tokens, chars=max(budget, 0) * CHARS_PER_TOKEN_WINDOW, grow=2)
 
 
 def _suffix_window(text: str, offset: int, budget: int, count_tokens: CountTokens) -> tuple[str, int]:
     """Head of ``text[offset:]`` within ``budget`` tokens (mirror of :func:`_prefix_window`)."""
-    chars = max(budget, 0) * CHARS_PER_TOKEN_WINDOW
-    for attempt in range(3):
-        end = min(len(text), offset + chars)
-        window = text[offset:end]
-        if end < len(text):
-            ends = [m.end() for m in _BREAK.finditer(window)]
-            if ends:
-                window = window[: ends[-1]]
-        out, n = trim_suffix(window, budget, count_tokens)
-        if end == len(text) or len(out) < len(window) or n >= budget * 0.75 or attempt == 2:
-            return out, n
-        chars *= 2
-    return out, n  # pragma: no cover
+    return head_within(text, offset, budget, count_tokens, chars=max(budget, 0) * CHARS_PER_TOKEN_WINDOW, grow=2)
 
 
 def build_context(
