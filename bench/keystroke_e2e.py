@@ -65,7 +65,7 @@ PASSES = {  # context tokens, denoising steps, the mode whose rows the pass is f
     "multi": (1024, 16, "multi"),
 }
 BW, FLOPS = 4.34e12, 788e12  # the H200's measured copy bandwidth and bf16 matmul rate (KINDS.md, bench/RESULTS.md)
-ENGINE_START_S = 300  # a cold full-size engine start on the H200 (compile: 290 s FP8, 199 s bf16); warm cache ~30-60 s
+ENGINE_START_S = {"fp8": 300, "bf16": 210}  # a cold full-size engine start on the H200 (290 / 199 s); warm ~30-60 s
 
 
 @dataclass
@@ -263,7 +263,7 @@ async def run_gpu(
     for engine in parse_gpu_configs(args.gpu_configs):
         for pass_name in engine.passes:
             ctx, steps, mode = PASSES[pass_name]
-            need = 60 + (ENGINE_START_S if pass_name == engine.passes[0] else 0) + args.max_keys * 0.2
+            need = 60 + (ENGINE_START_S[engine.dtype] if pass_name == engine.passes[0] else 0) + args.max_keys * 0.2
             if time.monotonic() + need > t_end:
                 not_run.append(f"{engine.name}@{pass_name}")
                 continue
