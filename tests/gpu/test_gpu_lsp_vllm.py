@@ -304,33 +304,26 @@ async def _aborted_since(client, n0):
 
 
 async def test_fix_structure_on_the_engine(lsp):
+    """The picked "Fix structure with DiffusionGemma" action runs the model on the engine; its fix is applied only
+    when valid, else the deterministic fix of the same problem, labelled (title and message)."""
     uri = "file:///gpu/broken.json"
     text = '{"name": "demo", "tags": ["a", "b",], "size": 3,}\n'
     lspc.open_doc(lsp, uri, text, "json")
-    # `repair = "auto"` answers this document with the deterministic rules and never asks the model; ask for it
-    await lspc.configure(lsp, **(SETTINGS | {"repair": "model"}))
+    diags = await lspc.diagnostics_for(lsp, uri)
+    assert diags, "the structure check published no diagnostic for a broken document"
+    actions = await lspc.list_actions(lsp, uri, (0, 0), (0, len(text) - 1), diags)
+    model = next(a for a in actions if a.kind == "quickfix.dgemma.fixStructure")
     started0 = (await lspc.status(lsp))["stats"]["counts"].get("generations_started", 0)
-    try:
-        result = await asyncio.wait_for(lspc.execute(lsp, "dgemma.fixStructure", {"uri": uri}), 120)
-    finally:
-        await lspc.configure(lsp, **SETTINGS)
+    messages0 = len(lsp.messages)
+    resolved = await asyncio.wait_for(lsp.code_action_resolve_async(model), 120)
     started = (await lspc.status(lsp))["stats"]["counts"].get("generations_started", 0) - started0
-    print(f"[{MODEL}] fix structure: {result} after {started} model generations")
+    print(f"[{MODEL}] fix structure: {resolved.title!r} after {started} model generations")
     assert started >= 1  # the model path ran on the engine
-    assert result["applied"] is True and result["kind"] in ("model", "rules")  # rules: the labelled fallback
-    fixed = lspc_apply(text, lsp.applied[-1].changes[uri])
+    assert resolved.edit is not None
+    fixed = lspc.apply_edits(text, resolved.edit.changes[uri])
     assert json.loads(fixed) == {"name": "demo", "tags": ["a", "b"], "size": 3}
-
-
-def lspc_apply(text: str, edits) -> str:
-    from dgemma_lsp.lsp.text import LineIndex
-
-    index = LineIndex(text)
-    spans = [(index.offset(e.range.start.line, e.range.start.character),
-              index.offset(e.range.end.line, e.range.end.character), e.new_text) for e in edits]  # fmt: skip
-    for a, b, new in sorted(spans, reverse=True):
-        text = text[:a] + new + text[b:]
-    return text
+    if "applied the deterministic fix" in resolved.title:  # the labelled fallback
+        assert any("deterministic fix instead" in m.message for m in lsp.messages[messages0:])
 
 
 async def test_no_canvas_notification_lost(lsp):

@@ -12,45 +12,23 @@ import json
 import pytest
 from lsprotocol import types
 
-from dgemma_lsp.lsp.text import LineIndex
-from tests.support.lsp_client import configure, edit, execute, open_doc, status, wait_until
+from tests.support.lsp_client import (
+    apply_edits as apply,
+)
+from tests.support.lsp_client import (
+    configure,
+    diagnostics_for,
+    edit,
+    execute,
+    list_actions,
+    open_doc,
+    status,
+    wait_until,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 BROKEN_JSON = '{\n  "name": "demo",\n  "$id": "C:\\\\Users\\\\x",\n  "tags": ["a", "b",],\n  "n": 1\n}\n'
-
-
-def apply(text: str, edits: list[types.TextEdit]) -> str:
-    index = LineIndex(text)
-    spans = []
-    for e in edits:
-        a = index.offset(e.range.start.line, e.range.start.character)
-        b = index.offset(e.range.end.line, e.range.end.character)
-        spans.append((a, b, e.new_text))
-    for a, b, new in sorted(spans, reverse=True):
-        text = text[:a] + new + text[b:]
-    return text
-
-
-async def diagnostics_for(client, uri: str, version: int | None = None):
-    async def ready():
-        d = client.diagnostics.get(uri)
-        return None if d is None else (d,)  # a tuple: an empty list is a real answer
-
-    return (await wait_until(ready, timeout=20))[0]
-
-
-async def list_actions(client, uri: str, start: tuple[int, int], end: tuple[int, int], diags=()):
-    return await client.text_document_code_action_async(
-        types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(
-                start=types.Position(line=start[0], character=start[1]),
-                end=types.Position(line=end[0], character=end[1]),
-            ),
-            context=types.CodeActionContext(diagnostics=list(diags)),
-        )
-    )
 
 
 async def test_json_diagnostic_has_exact_span(lsp):
@@ -126,21 +104,26 @@ async def test_rules_fallback_edit_keeps_values_and_only_touches_the_span(lsp):
     assert lines[:3] == fixed_lines[:3] and lines[4:] == fixed_lines[4:]  # only the broken line changed
 
 
-async def test_model_fix_is_validated_or_not_offered(lsp):
-    """The random-weight model rarely repairs anything: resolve must then return no edit, never an invalid one."""
+async def test_model_fix_is_validated_or_labelled_fallback(lsp):
+    """The random-weight model rarely repairs anything: the picked model action then applies the deterministic fix
+    of the same problem, says so in its title and in a message, and never an invalid edit."""
     uri = "file:///s/model.json"
     open_doc(lsp, uri, BROKEN_JSON, "json")
     diags = await diagnostics_for(lsp, uri)
     actions = await list_actions(lsp, uri, (3, 0), (3, 20), diags)
     model = next(a for a in actions if a.kind == "quickfix.dgemma.fixStructure")
     before = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
+    messages0 = len(lsp.messages)
     resolved = await lsp.code_action_resolve_async(model)
     after = (await status(lsp))["stats"]["counts"].get("generations_started", 0)
     assert after > before  # the model ran in resolve
-    if resolved.edit is not None:
-        fixed = apply(BROKEN_JSON, resolved.edit.changes[uri])
-        json.loads(fixed)
-        assert fixed.splitlines()[:3] == BROKEN_JSON.splitlines()[:3]
+    assert resolved.edit is not None  # a valid model fix, or the deterministic one: never nothing here
+    fixed = apply(BROKEN_JSON, resolved.edit.changes[uri])
+    assert json.loads(fixed) == {"name": "demo", "$id": "C:\\Users\\x", "tags": ["a", "b"], "n": 1}
+    assert fixed.splitlines()[:3] == BROKEN_JSON.splitlines()[:3]
+    if "applied the deterministic fix" in resolved.title:  # the labelled fallback: the user is told why
+        await status(lsp)  # a barrier: the message is sent before the resolve's answer
+        assert any("deterministic fix instead" in m.message for m in lsp.messages[messages0:])
 
 
 async def test_fix_all_command_applies_a_valid_edit(lsp):

@@ -214,3 +214,44 @@ async def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05): 
             return value
         await asyncio.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+def apply_edits(text: str, edits) -> str:  # noqa: ANN001
+    """``text`` with LSP ``TextEdit``s applied (as an editor applies a workspace edit)."""
+    from dgemma_lsp.lsp.text import LineIndex
+
+    index = LineIndex(text)
+    spans = []
+    for e in edits:
+        a = index.offset(e.range.start.line, e.range.start.character)
+        b = index.offset(e.range.end.line, e.range.end.character)
+        spans.append((a, b, e.new_text))
+    for a, b, new in sorted(spans, reverse=True):
+        text = text[:a] + new + text[b:]
+    return text
+
+
+async def diagnostics_for(client, uri: str, timeout: float = 20):  # noqa: ANN001
+    """The diagnostics the server published for ``uri`` (waits for the first publication; [] is an answer)."""
+
+    async def ready():
+        d = client.diagnostics.get(uri)
+        return None if d is None else (d,)  # a tuple: an empty list is a real answer
+
+    return (await wait_until(ready, timeout=timeout))[0]
+
+
+async def list_actions(client, uri: str, start: tuple[int, int], end: tuple[int, int], diags=()):  # noqa: ANN001
+    """``textDocument/codeAction`` over ``start``..``end`` (line, character) with ``diags`` as the context."""
+    from lsprotocol import types
+
+    return await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=start[0], character=start[1]),
+                end=types.Position(line=end[0], character=end[1]),
+            ),
+            context=types.CodeActionContext(diagnostics=list(diags)),
+        )
+    )
