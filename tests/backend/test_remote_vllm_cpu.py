@@ -29,6 +29,7 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.backend.openai_backend import OpenAIBackend
 from tests.support.remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
+from tests.support.vllm_cpu import installed_layout
 
 VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
 KEY = "sk-vllm-cpu-test-key"
@@ -201,16 +202,10 @@ print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_na
 
 def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Path) -> None:
     """vLLM >= 0.32 reworked its DiffusionGemma sampler: our 0.26-era subclass must not replace it (in the real
-    vLLM registry), the backend must not promise drafts or send our options, and our MoE config still applies."""
-    root = Path(__file__).resolve().parents[2]
-    shim = tmp_path / "dgemma_lsp"  # the installed layout (pyproject package-dir), as links to the checkout
-    shim.mkdir()
-    for f in (root / "dgemma_lsp").glob("*.py"):
-        (shim / f.name).symlink_to(f)
-    (shim / "__init__.py").touch(exist_ok=True)
-    (shim / "backend").symlink_to(root / "backend")
-    (shim / "lsp").symlink_to(root / "lsp")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "DGEMMA_VLLM_PLUGIN": "1"}
+    vLLM registry; without a draft tap nothing of ours does), the backend sends none of our options but the tap's
+    flag, promises drafts (tapped from vLLM's own sampler) and our MoE config still applies."""
+    env = {**os.environ, "PYTHONPATH": str(installed_layout(tmp_path)), "DGEMMA_VLLM_PLUGIN": "1"}
+    env.pop("DGEMMA_DRAFT_TAP", None)
     out = subprocess.run(
         [VLLM_PYTHON, "-c", PLUGIN_ON_NATIVE_VLLM], env=env, capture_output=True, text=True, timeout=300
     )
@@ -218,7 +213,7 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["native"] is True, got
     assert "dgemma_lsp" not in got["module"] and "DGemmaLsp" not in got["target"], got  # vLLM's own class serves
-    assert got["features"] == ["moe_config"] and not got["drafts"] and got["per_request"], got
+    assert got["features"] == ["draft_tap", "moe_config"] and got["drafts"] and got["per_request"], got
     assert got["moe_folder"].endswith("moe_configs"), got
     assert "dgemma_lsp" not in got["attention"], got  # vLLM's own TRITON_ATTN backend
-    assert got["doctor"]["  active"] == "moe_config" and "sampler" in got["doctor"]["  off here"], got
+    assert got["doctor"]["  active"] == "draft_tap, moe_config" and "sampler" in got["doctor"]["  off here"], got

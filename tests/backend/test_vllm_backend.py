@@ -39,6 +39,9 @@ except ImportError:
 OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
 OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
 NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
+NEW_PLUGIN = VLLMFeatures(
+    version="0.32.0", native_extra_args=True, plugin=True, plugin_features=frozenset({"draft_tap", "moe_config"})
+)
 
 
 def test_plugin_entry_point_is_declared_and_import_safe() -> None:
@@ -52,8 +55,11 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
 def test_the_plugin_is_on_unless_switched_off() -> None:
     assert enabled_features({}) == ALL_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == enabled_features({"DGEMMA_VLLM_PLUGIN": "off"}) == set()
-    # on vLLM >= 0.32 the pieces written against 0.26-0.31 stay off: only the fused-MoE configs apply
-    assert active_features(True, {}) == {"moe_config"} and active_features(False, {}) == ALL_FEATURES
+    # on vLLM >= 0.32 the pieces written against 0.26-0.31 stay off: the draft tap (on the releases it was checked
+    # against) and the fused-MoE configs apply
+    assert active_features(False, {}) == ALL_FEATURES
+    assert active_features(True, {}, "0.32.0+cpu") == active_features(True, {}, "0.33.0") == {"draft_tap", "moe_config"}
+    assert active_features(True, {}, "0.34.0") == {"moe_config"}  # vLLM internals the tap was not checked on
     assert SAMPLER_FEATURES < ALL_FEATURES and "attention" not in SAMPLER_FEATURES
 
 
@@ -81,12 +87,18 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
     new = detect_features("0.32.1")
     assert new.native_extra_args and new.per_request
-    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off, the MoE config stays
-    assert new.plugin_features == {"moe_config"} and not new.drafts and not new.own_options
+    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off; the draft tap
+    # around vLLM's own sampler and the MoE config stay
+    assert new.plugin_features == {"draft_tap", "moe_config"} and new.drafts and not new.own_options
     req = CanvasRequest(prompt_ids=[1], canvas_length=32, rng_seed=3, entropy_bound=0.2, want_drafts=True)
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=new)
-    assert not any(k.startswith("dgemma_") for k in m.sampling["extra_args"])  # nothing a native engine ignores
+    # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options
+    assert [k for k in m.sampling["extra_args"] if k.startswith("dgemma_")] == ["dgemma_draft_tap"]
     assert {"rng_seed", "entropy_bound"} <= set(m.unsupported)  # reported instead
+    later = detect_features("0.34.0")
+    assert later.plugin_features == {"moe_config"} and not later.drafts
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=later)
+    assert not any(k.startswith("dgemma_") for k in m.sampling["extra_args"])  # nothing that engine would read
     off = detect_features("0.26.0", plugin_enabled=False)
     assert not off.per_request and not off.drafts
 
@@ -145,7 +157,10 @@ def test_one_canvas_requests_end_at_their_final_draft() -> None:
     assert not two.early_commit and "dgemma_draft_tap" not in (two.sampling["extra_args"] or {})
     new = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32), prompt_ids=[1], seed_ids=None,
                       engine_canvas=256, vocab_size=500, features=NEW)  # fmt: skip
-    assert not new.early_commit  # vLLM's own sampler has no tap
+    assert not new.early_commit  # no plugin: vLLM's own sampler has no tap
+    tapped = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32), prompt_ids=[1], seed_ids=None,
+                         engine_canvas=256, vocab_size=500, features=NEW_PLUGIN)  # fmt: skip
+    assert tapped.early_commit and tapped.sampling["extra_args"]["dgemma_draft_tap"] is True  # tapped from vLLM's
 
 
 def test_request_mapping_on_old_vllm_with_plugin() -> None:

