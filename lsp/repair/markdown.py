@@ -138,10 +138,13 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
         if not line or line[0] not in _SPECIAL_FIRST and "|" not in line:
             # Fast path: a blank line or plain text at column 0 (most lines) starts none of our blocks.
             if line and not line.isspace():
-                if prev_blank:
+                heading = bool(_ATX.match(line))
+                if prev_blank or not prev_para or heading:
+                    # column 0 and no lazy continuation of paragraph text: outside any list or blockquote
                     list_indent = None
+                    para_depth = 0
                 prev_blank = False
-                prev_para = not _ATX.match(line)  # a heading is not a paragraph
+                prev_para = not heading  # a heading is not a paragraph
             else:
                 prev_blank = True
                 prev_para = False
@@ -202,6 +205,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             i = (block.last + 1) if block.closed else max(block.last + 1, i + 1)
             prev_blank = False
             prev_para = False
+            para_depth = depth  # the fence ended any quoted paragraph: a later line is no lazy continuation of it
             if list_indent is not None and not m_item and ind < list_indent:
                 list_indent = None  # a fence left of the list's content column ends the list
             continue
@@ -245,6 +249,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
                 i = j
                 prev_blank = False
                 prev_para = True
+                para_depth = prefix.count(">")
                 continue
         prev_blank = False
         prev_para = not _ATX.match(rel) and not _BLOCK_START.match(rel.strip()) or bool(m_item)

@@ -154,6 +154,23 @@ def test_scanner_agrees_with_markdown_it(pieces: list[str], cut: bool) -> None:
     assert [s for s, _ in mine_tables] == [s for s, _ in ref]
 
 
+@pytest.mark.parametrize(
+    "doc",
+    [
+        # a fence ends a quoted paragraph: the table after the next paragraph line is no lazy continuation
+        "> quote\n```\ncode\n```\npara line\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        # a heading at column 0 ends a blockquote or a list
+        "> quote\n# Heading\npara line\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        "- item\n- item 2\n# Heading\npara line\n| a | b |\n|---|---|\n| 1 |\n",
+    ],
+)
+def test_tables_after_a_container_ended_agree_with_markdown_it(doc: str) -> None:
+    blocks, _, _ = M.scan_blocks(doc)
+    ref = [s for s, _ in _md_tables(doc)]
+    assert ref, "markdown-it sees a table here"
+    assert [b.first for b in blocks if b.kind == "table"] == ref
+
+
 # -- speed -------------------------------------------------------------------------------------------------------
 
 
