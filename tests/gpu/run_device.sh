@@ -5,11 +5,13 @@
 #
 # The kit (vLLM 0.26 and what the image lacks) is built here first: `bash tests/gpu/kit/build.sh` writes
 # .kit/part1 .. .kit/partN. Each device call carries one part; the machine keeps /tmp only while warm (~30 s after a
-# call), so the calls follow each other at once.
+# call), so the calls follow each other at once. KIT=0.33 (build, stage and install alike): vLLM 0.33 on torch 2.14
+# from .kit-0.33/part*, installed into /tmp/site ahead of the image's torch 2.11.
 #
 # Stages:
-#   stage       park the carried kit part in /tmp/kp; says which parts are staged and which are missing
+#   stage       park the carried kit part in /tmp/kp (/tmp/kp-0.33); says which parts are staged and which are missing
 #   install     stage, then (all parts there) install the kit into /tmp/site and check that every part imports
+#               (0.33: also the versions and sm_90 code that runs: tests/gpu/kit/check_kit033.py)
 #   kernels     GPU parity of our Triton kernels (no vLLM needed)
 #   transformers  the transformers backend on CUDA (tiny checkpoint and the small model; no vLLM needed)
 #   vllm        the vllm backend's GPU tests: tiny checkpoint end to end, the plugin's pieces against vLLM's
@@ -24,7 +26,7 @@
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,27p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 # compile caches in /tmp: a warm machine reuses them from one call to the next (an engine starts in ~30 s, not ~3 min)

@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
 # Builds the device kit: everything the H200 machine's image (Python 3.12, torch 2.11+cu130, triton 3.6,
-# transformers 5.17, no network) lacks to run vLLM 0.26 with our plugin and the language server's GPU tests.
+# transformers 5.17, no network) lacks to run vLLM with our plugin and the language server's GPU tests.
 #
-#   usage (repo root, on a machine with PyPI):  bash tests/gpu/kit/build.sh
+#   usage (repo root, on a machine with PyPI):  bash tests/gpu/kit/build.sh [EXTRA_WHEEL_SPEC ...]
+#                                               KIT=0.33 bash tests/gpu/kit/build.sh [EXTRA_WHEEL_SPEC ...]
 #
-# In one tar, cut into parts that each fit one device call beside the working tree:
+# KIT=0.26 (default): vLLM 0.26 on the image's torch 2.11, in one tar cut into parts that each fit one device call
+# beside the working tree:
 #   - vLLM 0.26.0, stripped of the kernels TRITON_ATTN inference on Hopper never loads (strip_vllm_wheel.py);
 #   - FlashAttention-3's kernels from the same wheel, xz-compressed (the plugin's `attention` piece uses them);
 #   - what vLLM 0.26's AsyncLLM path imports and the image lacks, plus compressed-tensors and loguru (fp8 checkpoints);
 #   - the language server and its GPU tests: pygls, lsprotocol, cattrs, attrs, json-repair, pytest-lsp,
 #     pytest-asyncio, and pytest 9 with pluggy / iniconfig (pytest-asyncio 1.x needs a newer pytest than the image's).
 # Writes .kit/part1 ... .kit/partN (ignored), each with one piece and the manifest (sha256 of every piece).
-# Build cache: $KIT_WORK (default /tmp/dgemma-kit-build; ~300 MB download the first time, seconds after).
+# KIT=0.33: vLLM 0.33.0 on torch 2.14.0, unpacked, trimmed to Hopper and xz-compressed (payload_033.sh says what
+# it holds); writes .kit-0.33/part1 ... .kit-0.33/partN the same way.
+# Build cache: $KIT_WORK (default /tmp/dgemma-kit-build, /tmp/dgemma-kit-build-0.33; 0.26: ~300 MB download the
+# first time, seconds after; 0.33: ~1.8 GB download, minutes of compression each build).
 # PART_MB: the size of a piece; default: what the 64 MiB of one call leaves beside the travelling tree, less 2 MB.
 # Then docs/gpu.md: one device call per part (`bash tests/gpu/run_device.sh stage`), the last one installs.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(git -C "$HERE" rev-parse --show-toplevel)"
-WORK="${KIT_WORK:-/tmp/dgemma-kit-build}"
+KIT="${KIT:-0.26}"
+T0=$(date +%s)
+case "$KIT" in
+0.26) WORK="${KIT_WORK:-/tmp/dgemma-kit-build}" KITDIR="$ROOT/.kit" ;;
+0.33) WORK="${KIT_WORK:-/tmp/dgemma-kit-build-0.33}" KITDIR="$ROOT/.kit-0.33" ;;
+*) echo "KIT=$KIT: no such kit (0.26, 0.33)" >&2; exit 2 ;;
+esac
+case "$WORK/" in "$ROOT"/*) echo "KIT_WORK must lie outside the tree (it would travel with every call)" >&2; exit 2 ;; esac
+if [ "$KIT" = 0.33 ]; then
+  WORK="$WORK" bash "$HERE/payload_033.sh" "$@"
+  PAYLOAD="$WORK/kit.tar.xz"
+else
 VLLM_VERSION=0.26.0
 mkdir -p "$WORK/dl" "$WORK/wheels"
 PLAT=()
@@ -51,22 +67,31 @@ dl "$WORK/wheels" "${VLLM_DEPS[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}"
 [ $# -gt 0 ] && dl "$WORK/wheels" "$@"   # extra wheels a run needs
 mv "$WORK/wheels" "$WORK/payload/wheels"
 ( cd "$WORK/payload" && find . -type f | sort > ../payload.txt && tar cf ../kit.tar -T ../payload.txt )
+PAYLOAD="$WORK/kit.tar"
+fi
 
 # one piece per device call: what 64 MiB leaves beside the working tree that travels with it
 tree=$(cd "$ROOT" && git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 part_mb=${PART_MB:-$(( (67108864 - tree) / 1000000 - 2 ))}
-rm -rf "$ROOT/.kit" && mkdir -p "$ROOT/.kit"
-( cd "$WORK" && rm -f kit.part.* && split -b "${part_mb}000000" -a 2 kit.tar kit.part. )
+rm -rf "$KITDIR" && mkdir -p "$KITDIR"
+( cd "$WORK" && rm -f kit.part.* && split -b "${part_mb}000000" -a 2 "$PAYLOAD" kit.part. )
 n=0
 for part in "$WORK"/kit.part.*; do n=$((n + 1)); done
-{ echo "total $n"; echo "tar $(sha256sum "$WORK/kit.tar" | cut -d' ' -f1)"
+{ [ "$KIT" = 0.26 ] || echo "kit $KIT"
+  echo "total $n"; echo "tar $(sha256sum "$PAYLOAD" | cut -d' ' -f1)"
   for part in "$WORK"/kit.part.*; do echo "piece $(basename "$part") $(sha256sum "$part" | cut -d' ' -f1)"; done
 } > "$WORK/MANIFEST"
 i=0
 for part in "$WORK"/kit.part.*; do
-  i=$((i + 1)); mkdir -p "$ROOT/.kit/part$i"; mv "$part" "$ROOT/.kit/part$i/"; cp "$WORK/MANIFEST" "$ROOT/.kit/part$i/"
+  i=$((i + 1)); mkdir -p "$KITDIR/part$i"; mv "$part" "$KITDIR/part$i/"; cp "$WORK/MANIFEST" "$KITDIR/part$i/"
 done
-grep -qx '/.kit/' "$ROOT/.git/info/exclude" 2>/dev/null || printf '/.kit/\n' >> "$ROOT/.git/info/exclude"
-echo "kit: $(wc -l < "$WORK/payload.txt") files, tar $(( $(stat -c %s "$WORK/kit.tar") / 1000000 )) MB in $n pieces of" \
-  "<= $part_mb MB (tree $(( tree / 1000000 )) MB travels beside each)"
-du -sh "$ROOT"/.kit/part*
+# .gitignore keeps .kit*/ out of git (and so out of the tree that travels)
+if [ "$KIT" = 0.26 ]; then
+  echo "kit: $(wc -l < "$WORK/payload.txt") files, tar $(( $(stat -c %s "$PAYLOAD") / 1000000 )) MB in $n pieces of" \
+    "<= $part_mb MB (tree $(( tree / 1000000 )) MB travels beside each)"
+else
+  echo "kit $KIT: $(find "$WORK/site" -type f | wc -l) files, $(( $(du -sb "$WORK/site" | cut -f1) / 1000000 )) MB" \
+    "unpacked, xz $(( $(stat -c %s "$PAYLOAD") / 1000000 )) MB in $n pieces of <= $part_mb MB" \
+    "(tree $(( tree / 1000000 )) MB travels beside each); built in $(( $(date +%s) - T0 )) s"
+fi
+du -sh "$KITDIR"/part*

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # On the device: stage what this call carried, then (every piece staged and checked) unpack the kit and install it
-# into /tmp/site: the wheels, FlashAttention-3's kernels into vLLM's package. Idempotent while the machine is warm.
-# Then `export PYTHONPATH=/tmp/site` (run_device.sh does) and check what imports.
+# into /tmp/site. KIT=0.26 (default): the wheels, FlashAttention-3's kernels into vLLM's package. KIT=0.33: the
+# site tree (torch 2.14, vLLM 0.33 and the rest, unpacked at build time) straight from its xz tar.
+# Idempotent while the machine is warm. Then `export PYTHONPATH=/tmp/site` (run_device.sh does) and check what
+# imports (0.33: check_kit033.py also runs sm_90 code of torch, cuDNN, vLLM and triton).
 set -uo pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
+KIT="${KIT:-0.26}"
+KP=/tmp/kp; [ "$KIT" = 0.26 ] || KP="/tmp/kp-$KIT"
 check() {
+  if [ "$KIT" = 0.33 ]; then PYTHONPATH=/tmp/site python3 "$D/check_kit033.py"; return $?; fi
   PYTHONPATH=/tmp/site python3 - <<'PY'
 import importlib, os, sys
 bad = []
@@ -21,10 +26,28 @@ print(f"kit: vllm {vllm.__version__} in /tmp/site; " + (f"MISSING: {', '.join(ba
 sys.exit(1 if bad else 0)
 PY
 }
-if [ -f /tmp/site/.kit-installed ]; then check; exit $?; fi
+if [ -f /tmp/site/.kit-installed ]; then
+  have=$(cat /tmp/site/.kit-installed); have=${have:-0.26}
+  [ "$have" = "$KIT" ] || { echo "kit: /tmp/site holds kit $have, not $KIT (a fresh machine installs another)"; exit 3; }
+  check; exit $?
+fi
 bash "$D/stage.sh" || { echo "kit: not installed (pieces missing: stage them first, within ~30 s of each other)"; exit 3; }
-cat /tmp/kp/kit.part.* > /tmp/kit.tar
-want=$(awk '$1 == "tar" {print $2}' /tmp/kp/MANIFEST)
+want=$(awk '$1 == "tar" {print $2}' "$KP/MANIFEST")
+if [ "$KIT" = 0.33 ]; then
+  s=$(date +%s)
+  cat "$KP"/kit.part.* > /tmp/kit.tar.xz
+  [ "$(sha256sum /tmp/kit.tar.xz | cut -d' ' -f1)" = "$want" ] || { echo "kit: joined tar does not match its sha256"; exit 3; }
+  rm -rf /tmp/site && mkdir -p /tmp/site
+  if command -v xz >/dev/null; then xz -dc -T0 /tmp/kit.tar.xz | tar xf - -C /tmp/site
+  else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer, 1 << 20)' \
+         /tmp/kit.tar.xz | tar xf - -C /tmp/site; fi
+  r=$?; rm -f /tmp/kit.tar.xz
+  [ $r -eq 0 ] || { echo "kit: unpacking failed"; exit 3; }
+  echo "kit 0.33: unpacked $(du -sm /tmp/site | cut -f1) MB into /tmp/site in $(( $(date +%s) - s )) s"
+  check && echo 0.33 > /tmp/site/.kit-installed
+  exit $?
+fi
+cat "$KP"/kit.part.* > /tmp/kit.tar
 [ "$(sha256sum /tmp/kit.tar | cut -d' ' -f1)" = "$want" ] || { echo "kit: joined tar does not match its sha256"; exit 3; }
 rm -rf /tmp/kitw && mkdir -p /tmp/kitw && tar xf /tmp/kit.tar -C /tmp/kitw && rm -f /tmp/kit.tar
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# On the device: park the kit pieces this call carried (.kit/part*/) in /tmp/kp, where they survive to the next
-# call while the machine stays warm (~30 s), and say at once which pieces are here and which are still missing.
+# On the device: park the kit pieces this call carried (.kit/part*/, or .kit-0.33/part*/ with KIT=0.33) in /tmp/kp
+# (/tmp/kp-0.33), where they survive to the next call while the machine stays warm (~30 s), check each against the
+# manifest's sha256, and say at once which pieces are here and which are still missing.
 # Exit 0 when every piece is staged, 4 while some are missing, 2 when no manifest is known.
 set -uo pipefail
-mkdir -p /tmp/kp
-for d in .kit/part*/; do
+KIT="${KIT:-0.26}"
+case "$KIT" in
+0.26) SRC=.kit KP=/tmp/kp ;;
+0.33) SRC=.kit-0.33 KP=/tmp/kp-0.33 ;;
+*) echo "kit: KIT=$KIT: no such kit (0.26, 0.33)"; exit 2 ;;
+esac
+mkdir -p "$KP"
+for d in "$SRC"/part*/; do
   [ -d "$d" ] || continue
-  cp "$d"/kit.part.* "$d"/MANIFEST /tmp/kp/ 2>/dev/null
+  cp "$d"/kit.part.* "$d"/MANIFEST "$KP"/ 2>/dev/null
 done
-[ -f /tmp/kp/MANIFEST ] || { echo "kit: no piece staged and none carried (carry .kit/part1 first)"; exit 2; }
+[ -f "$KP/MANIFEST" ] || { echo "kit $KIT: no piece staged and none carried (carry $SRC/part1 first)"; exit 2; }
 have=() missing=() bad=()
 while read -r what name sum; do
   [ "$what" = piece ] || continue
-  if [ ! -f "/tmp/kp/$name" ]; then missing+=("$name")
-  elif [ "$(sha256sum "/tmp/kp/$name" | cut -d' ' -f1)" != "$sum" ]; then bad+=("$name"); rm -f "/tmp/kp/$name"
+  if [ ! -f "$KP/$name" ]; then missing+=("$name")
+  elif [ "$(sha256sum "$KP/$name" | cut -d' ' -f1)" != "$sum" ]; then bad+=("$name"); rm -f "$KP/$name"
   else have+=("$name"); fi
-done < /tmp/kp/MANIFEST
-echo "kit pieces staged: ${have[*]:-none}; missing: ${missing[*]:-none}${bad:+; corrupt (removed): ${bad[*]}}"
+done < "$KP/MANIFEST"
+echo "kit $KIT pieces staged: ${have[*]:-none}; missing: ${missing[*]:-none}${bad:+; corrupt (removed): ${bad[*]}}"
 [ ${#missing[@]} -eq 0 ] && [ ${#bad[@]} -eq 0 ] && exit 0
 exit 4
