@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, BenchClient, fmt, machine, machine_line, percentile  # noqa: E402
 from cpu_e2e import FUNCTIONS, VISIBLE_MS, replay_typing  # noqa: E402
+from cpu_e2e import Key as TypedKey  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "diffusiongemma-26b-a4b"
 DEFAULT_GPU_CONFIGS = (
@@ -69,13 +70,9 @@ ENGINE_START_S = {"fp8": 300, "bf16": 210}  # a cold full-size engine start on t
 
 
 @dataclass
-class Key:
-    index: int
-    t_key: float
-    msg_id: str
-    t_resp: float | None = None
-    items: int = 0
-    outcome: str = "pending"  # suggestion | empty | cancelled | error | pending
+class Key(TypedKey):
+    """A keystroke's request (bench/cpu_e2e.py) and what its ``dgemma/canvas`` notifications said."""
+
     t_draft: float | None = None
     t_final: float | None = None
     final_outcome: str | None = None
