@@ -106,6 +106,17 @@ H.run(function()
   before = H.buf_text(buf)
   cursor = api.nvim_win_get_cursor(0)
   H.check('cursor after the accepted word', cursor[2] == #('    return ' .. word), vim.inspect(cursor))
+  -- A <Tab> that beats the refresh gets the item from before the word: only its rest goes in, at the cursor.
+  local stale = {
+    insert_text = full_text,
+    range = vim.range.extmark(buf, cursor[1] - 1, #'    return ', cursor[1] - 1, #'    return '),
+  }
+  local rebased = dgemma.rebase_item(stale, buf)
+  local r_row, r_col, r_erow, r_ecol = rebased.range:to_extmark()
+  H.check('a stale item is rebased to the rest of its text at the cursor',
+    rebased.insert_text == full_text:sub(#word + 1) and r_row == cursor[1] - 1 and r_col == cursor[2]
+      and r_erow == r_row and r_ecol == cursor[2],
+    vim.inspect({ rebased.insert_text, r_row, r_col, r_erow, r_ecol }))
   last_poke = vim.uv.now()
   ghost = H.wait(60000, function()
     for _, m in ipairs(api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do

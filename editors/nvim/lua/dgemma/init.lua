@@ -290,6 +290,35 @@ function M.next_chunk(rest, unit)
   return rest:match('^%s*[%w_]+') or rest:match('^%s*[^%w_%s]+') or rest:match('^%s+') or rest
 end
 
+--- The item <Tab> accepts, brought up to date: an item that came before what was typed or partly accepted since
+--- (its refresh not back yet) starts before the cursor, and the text it covers there is already in the buffer. Only
+--- the rest goes in, over the text its range covered after the old cursor, which moved right by as much.
+---@param item vim.lsp.inline_completion.Item
+---@param bufnr integer
+---@return vim.lsp.inline_completion.Item
+function M.rebase_item(item, bufnr)
+  local text = item.insert_text
+  if type(text) ~= 'string' or not item.range then
+    return item
+  end
+  local cursor = api.nvim_win_get_cursor(0)
+  local row, col = cursor[1] - 1, cursor[2]
+  local srow, scol, erow, ecol = item.range:to_extmark()
+  if srow ~= row or erow ~= row or scol >= col then
+    return item -- our server's items start at the cursor they were asked for: this one is current
+  end
+  local typed = api.nvim_buf_get_text(bufnr, row, scol, row, col, {})[1] or ''
+  if not vim.startswith(text, typed) then
+    return item
+  end
+  local line = api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
+  local stop = math.min(#line, math.max(col, ecol + #typed))
+  return vim.tbl_extend('force', item, {
+    insert_text = text:sub(#typed + 1),
+    range = vim.range.extmark(bufnr, row, col, row, stop),
+  })
+end
+
 --- Accept part of the shown suggestion: insert it at the cursor ourselves (so a suffix the full item would
 --- replace stays), then the cursor move asks the server again, whose typing-through answers with the remainder.
 ---@param unit 'word'|'line'
@@ -419,7 +448,10 @@ local function map_keys(bufnr, keys)
   end
   if M.has_inline_completion() then
     imap(keys.accept, function()
-      if not vim.lsp.inline_completion.get({ bufnr = bufnr }) then
+      local function current(item)
+        return M.rebase_item(item, bufnr)
+      end
+      if not vim.lsp.inline_completion.get({ bufnr = bufnr, on_accept = current }) then
         -- Nothing shown: the key keeps its usual meaning.
         return vim.api.nvim_replace_termcodes(keys.accept, true, true, true)
       end
