@@ -905,6 +905,8 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
                                                      "--no-detok", "--graph-sizes", "--quantization", "fp8_dynamic",
                                                      "--shapes", "1024x1,1024x4", "--profile"]),
         _fp8_triton_job("ours_fp8dyn_triton"),
+        # the same engine at the keystroke benchmark's single-line canvas: the step without the server's host path
+        _fp8_triton_job("ours_fp8dyn_triton_c32", extra=["--canvas", "32"]),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (those
         # took 2.80 ms at batch 4 against a 1.75 ms floor); measured no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),

@@ -6,11 +6,12 @@
 # The kit (vLLM 0.26 and what the image lacks) is built here first: `bash tests/gpu/kit/build.sh` writes
 # .kit/part1 .. .kit/partN. Each device call carries one part; the machine keeps /tmp only while warm (~30 s after a
 # call), so the calls follow each other at once. KIT=0.33 (build, stage and install alike): vLLM 0.33 on torch 2.14
-# from .kit-0.33/part*, installed into /tmp/site ahead of the image's torch 2.11.
+# from .kit-0.33/part*, installed into /tmp/site-0.33 ahead of the image's torch 2.11 (both kits can sit on one warm
+# machine; KIT picks the one a call's stages use).
 #
 # Stages:
 #   stage       park the carried kit part in /tmp/kp (/tmp/kp-0.33); says which parts are staged and which are missing
-#   install     stage, then (all parts there) install the kit into /tmp/site and check that every part imports
+#   install     stage, then (all parts there) install the kit into /tmp/site (/tmp/site-0.33) and check that every part imports
 #               (0.33: also the versions and sm_90 code that runs: tests/gpu/kit/check_kit033.py)
 #   kernels     GPU parity of our Triton kernels (no vLLM needed)
 #   transformers  the transformers backend on CUDA (tiny checkpoint and the small model; no vLLM needed)
@@ -26,11 +27,14 @@
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,28p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
-# compile caches in /tmp: a warm machine reuses them from one call to the next (an engine starts in ~30 s, not ~3 min)
-export VLLM_CACHE_ROOT=/tmp/vllm-cache TRITON_CACHE_DIR=/tmp/triton-cache
+KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
+export KIT
+# compile caches in /tmp, one per kit: a warm machine reuses them from one call to the next (an engine starts in
+# ~60 s, not ~5 min)
+export VLLM_CACHE_ROOT="/tmp/vllm-cache-$KIT" TRITON_CACHE_DIR="/tmp/triton-cache-$KIT"
 T0=$(date +%s)
 PYT=(python3 -m pytest -q -rA --noconftest -p no:cacheprovider -o addopts= -s)
 
@@ -47,9 +51,9 @@ install_shim() {
   printf '#!/usr/bin/env python3\nimport sys\nfrom dgemma_lsp.cli import entry\nif __name__ == "__main__":\n    sys.exit(entry())\n' > /tmp/dg/bin/dgemma-lsp
   chmod +x /tmp/dg/bin/dgemma-lsp
   export PATH="/tmp/dg/bin:$PATH"
-  if [ -f /tmp/site/.kit-installed ]; then export PYTHONPATH=/tmp/dg:/tmp/site; else export PYTHONPATH=/tmp/dg; fi
+  if [ -f "$SITE/.kit-installed" ]; then export PYTHONPATH="/tmp/dg:$SITE"; else export PYTHONPATH=/tmp/dg; fi
 }
-need_kit() { [ -f /tmp/site/.kit-installed ] || { echo "no kit in /tmp/site: run the stage/install calls first"; return 3; }; }
+need_kit() { [ -f "$SITE/.kit-installed" ] || { echo "no kit $KIT in $SITE: run the stage/install calls first"; return 3; }; }
 # Every engine this call started must be gone when it ends (an orphaned engine keeps ~45 GB of GPU memory)
 reap_engines() {
   local pids

@@ -1,6 +1,6 @@
 """Checks an installed 0.33 kit: versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs.
 
-usage: PYTHONPATH=/tmp/site python3 tests/gpu/kit/check_kit033.py [--cpu]
+usage: PYTHONPATH=/tmp/site-0.33 python3 tests/gpu/kit/check_kit033.py [--cpu]
 
 install.sh runs it on the device after unpacking; ``--cpu`` (a machine without a GPU, e.g. where the kit is built)
 checks versions and imports only. Exit 1 with every failure listed.

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # On the device: stage what this call carried, then (every piece staged and checked) unpack the kit and install it
-# into /tmp/site. KIT=0.26 (default): the wheels, FlashAttention-3's kernels into vLLM's package. KIT=0.33: the
+# into /tmp/site (KIT=0.33: /tmp/site-0.33, so both kits can sit on one warm machine). KIT=0.26 (default): the wheels, FlashAttention-3's kernels into vLLM's package. KIT=0.33: the
 # site tree (torch 2.14, vLLM 0.33 and the rest, unpacked at build time) straight from its xz tar.
-# Idempotent while the machine is warm. Then `export PYTHONPATH=/tmp/site` (run_device.sh does) and check what
+# Idempotent while the machine is warm. Then `export PYTHONPATH=$SITE` (run_device.sh does) and check what
 # imports (0.33: check_kit033.py also runs sm_90 code of torch, cuDNN, vLLM and triton).
 set -uo pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 KIT="${KIT:-0.26}"
-KP=/tmp/kp; [ "$KIT" = 0.26 ] || KP="/tmp/kp-$KIT"
+KP=/tmp/kp SITE=/tmp/site; [ "$KIT" = 0.26 ] || { KP="/tmp/kp-$KIT"; SITE="/tmp/site-$KIT"; }
+export SITE
 check() {
-  if [ "$KIT" = 0.33 ]; then PYTHONPATH=/tmp/site python3 "$D/check_kit033.py"; return $?; fi
-  PYTHONPATH=/tmp/site python3 - <<'PY'
+  if [ "$KIT" = 0.33 ]; then PYTHONPATH=$SITE python3 "$D/check_kit033.py"; return $?; fi
+  PYTHONPATH=$SITE python3 - <<'PY'
 import importlib, os, sys
 bad = []
 for m in ("vllm", "compressed_tensors", "pygls", "lsprotocol", "pytest_lsp", "pytest_asyncio", "json_repair"):
@@ -22,13 +23,13 @@ import vllm
 fa3 = os.path.join(os.path.dirname(vllm.__file__), "vllm_flash_attn", "_vllm_fa3_C.abi3.so")
 if not os.path.exists(fa3):
     bad.append("FlashAttention-3 kernels")
-print(f"kit: vllm {vllm.__version__} in /tmp/site; " + (f"MISSING: {', '.join(bad)}" if bad else "all parts import"))
+print(f"kit: vllm {vllm.__version__} in {os.environ['SITE']}; " + (f"MISSING: {', '.join(bad)}" if bad else "all parts import"))
 sys.exit(1 if bad else 0)
 PY
 }
-if [ -f /tmp/site/.kit-installed ]; then
-  have=$(cat /tmp/site/.kit-installed); have=${have:-0.26}
-  [ "$have" = "$KIT" ] || { echo "kit: /tmp/site holds kit $have, not $KIT (a fresh machine installs another)"; exit 3; }
+if [ -f $SITE/.kit-installed ]; then
+  have=$(cat $SITE/.kit-installed); have=${have:-0.26}
+  [ "$have" = "$KIT" ] || { echo "kit: $SITE holds kit $have, not $KIT (a fresh machine installs another)"; exit 3; }
   check; exit $?
 fi
 bash "$D/stage.sh" || { echo "kit: not installed (pieces missing: stage them first, within ~30 s of each other)"; exit 3; }
@@ -37,27 +38,27 @@ if [ "$KIT" = 0.33 ]; then
   s=$(date +%s)
   cat "$KP"/kit.part.* > /tmp/kit.tar.xz
   [ "$(sha256sum /tmp/kit.tar.xz | cut -d' ' -f1)" = "$want" ] || { echo "kit: joined tar does not match its sha256"; exit 3; }
-  rm -rf /tmp/site && mkdir -p /tmp/site
-  if command -v xz >/dev/null; then xz -dc -T0 /tmp/kit.tar.xz | tar xf - -C /tmp/site
+  rm -rf $SITE && mkdir -p $SITE
+  if command -v xz >/dev/null; then xz -dc -T0 /tmp/kit.tar.xz | tar xf - -C $SITE
   else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer, 1 << 20)' \
-         /tmp/kit.tar.xz | tar xf - -C /tmp/site; fi
+         /tmp/kit.tar.xz | tar xf - -C $SITE; fi
   r=$?; rm -f /tmp/kit.tar.xz
   [ $r -eq 0 ] || { echo "kit: unpacking failed"; exit 3; }
-  echo "kit 0.33: unpacked $(du -sm /tmp/site | cut -f1) MB into /tmp/site in $(( $(date +%s) - s )) s"
-  check && echo 0.33 > /tmp/site/.kit-installed
+  echo "kit 0.33: unpacked $(du -sm $SITE | cut -f1) MB into $SITE in $(( $(date +%s) - s )) s"
+  check && echo 0.33 > $SITE/.kit-installed
   exit $?
 fi
 cat "$KP"/kit.part.* > /tmp/kit.tar
 [ "$(sha256sum /tmp/kit.tar | cut -d' ' -f1)" = "$want" ] || { echo "kit: joined tar does not match its sha256"; exit 3; }
 rm -rf /tmp/kitw && mkdir -p /tmp/kitw && tar xf /tmp/kit.tar -C /tmp/kitw && rm -f /tmp/kit.tar
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE \
   /tmp/kitw/wheels/*.whl 2>&1 | grep -v "RECORD line\|Running pip as\|WARNING: Target directory" || true
 python3 - <<'PY'
 import lzma, os, sys
-sys.path.insert(0, "/tmp/site")
+sys.path.insert(0, os.environ["SITE"])
 import vllm
 dst = os.path.join(os.path.dirname(vllm.__file__), "vllm_flash_attn", "_vllm_fa3_C.abi3.so")
 open(dst, "wb").write(lzma.decompress(open("/tmp/kitw/fa3.so.xz", "rb").read()))
 PY
 rm -rf /tmp/kitw
-check && touch /tmp/site/.kit-installed
+check && touch $SITE/.kit-installed
