@@ -8,6 +8,7 @@ ones, the model should make the others that lie in the server's region):
 * ``literal``: a number or short string literal changed where it first appears; its other copies follow;
 * ``pattern``: the first line of a run of alike lines changed (``self.x =`` -> ``self._x =``, a keyword argument
   added to a run of calls of one function, a value wrapped in a call); the run's other lines follow;
+* ``dead``: the only use of a local deleted; its assignment, now dead, goes too;
 * ``none``: a change that implies nothing (a literal with one copy, a comment reworded, a rename or parameter
   already carried to every site): the answer is the region unchanged.
 
@@ -42,7 +43,7 @@ from dgemma_lsp.lsp.repair.edits import Edit
 
 from .sources import Doc
 
-PATTERNS = ("rename", "parameter", "literal", "pattern", "none")
+PATTERNS = ("rename", "parameter", "literal", "pattern", "dead", "none")
 ATTEMPTS = 6
 MAX_PROMPT_TOKENS = 720  # the trainer keeps 768 prompt tokens (chat template included): longer prompts lose their head
 _HELD_OUT = re.compile(r"^stdlib/[^/]+\.py$")
@@ -418,6 +419,35 @@ def pattern_plan(f: _Facts, rng: random.Random) -> Plan | None:
     return Plan("pattern", "wrap", sites, 1)
 
 
+_LOCAL_ASSIGN = re.compile(r"^(\s*)([a-z_][a-z0-9_]*) = [^=]")
+
+
+def dead_plan(f: _Facts, rng: random.Random) -> Plan | None:
+    """The only use of a local deleted (its whole line); the assignment it leaves dead should go too."""
+    fn = rng.choice(f.funcs)
+    body = range(fn.lineno, (fn.end_lineno or fn.lineno) - 1)  # 0-based lines after the def line
+    for i in rng.sample(list(body), len(body)):
+        m = _LOCAL_ASSIGN.match(f.lines[i])
+        if not m or f.lines[i].rstrip().endswith(("(", "[", "{", "\\", ",")) or "#" in f.lines[i]:
+            continue
+        v = m.group(2)
+        uses = [k for k in range(fn.lineno - 1, fn.end_lineno or fn.lineno) if k != i and _word_in(v, f.lines[k])]
+        if len(uses) != 1 or not i < uses[0] <= i + 5:
+            continue
+        j = uses[0]
+        use = f.lines[j].strip()
+        if use.endswith(("(", "[", "{", "\\", ",", ":")) or use.startswith(("return", "yield", "elif", "else")):
+            continue
+        try:
+            ast.parse("\n".join(f.lines[:i] + f.lines[i + 1 : j] + f.lines[j + 1 :]))
+            ast.parse("\n".join(f.lines[:j] + f.lines[j + 1 :]))
+        except (SyntaxError, ValueError):
+            continue
+        line = lambda k: Site(f.starts[k], f.starts[k + 1], "")  # noqa: E731
+        return Plan("dead", "dead", [line(j), line(i)], 1)
+    return None
+
+
 def comment_plan(f: _Facts, rng: random.Random) -> Plan | None:
     """A comment reworded: nothing else follows from it."""
     comments = [t for t in f.toks if t.type == tokenize.COMMENT and len(t.string.split()) >= 3]
@@ -436,7 +466,13 @@ def comment_plan(f: _Facts, rng: random.Random) -> Plan | None:
 
 
 _PREFILTER = {"parameter": _has_call_of_a_def}
-_MAKERS = {"rename": rename_plan, "parameter": parameter_plan, "literal": literal_plan, "pattern": pattern_plan}
+_MAKERS = {
+    "rename": rename_plan,
+    "parameter": parameter_plan,
+    "literal": literal_plan,
+    "pattern": pattern_plan,
+    "dead": dead_plan,
+}
 
 
 def draw_plan(doc: Doc, rng: random.Random, pattern: str | None = None) -> Plan | None:
