@@ -8,7 +8,9 @@ Three task families, each giving ``Example(messages, target, kind, meta)``:
 * **json repair**: a JSON / JSONC document (real small files or seeded synthetic ones) is broken in one of
   the ways people break JSON (trailing comma, missing comma / quote / bracket, truncation, comments in
   plain JSON, a chat code fence, single quotes, Python literals) and paired with the fix;
-* **markdown table repair**: a seeded table with ragged rows, a missing or wrong separator, missing pipes.
+* **markdown table repair**: a seeded table with ragged rows, a missing or wrong separator, missing pipes;
+* **next edit** (:mod:`.next_edit_task`, drawn with ``next_edit_frac``): a realistic first edit to a real Python
+  file and the server's next-edit region after the edit it implies (or unchanged when it implies none).
 
 Repair examples are the exact requests the server's ``lsp.repair.model_fix`` sends (captured by running it
 with a fake generate: same window, problem text, seed canvas, pins and canvas width), and a target is kept
@@ -30,6 +32,7 @@ from typing import Any
 from dgemma_lsp.backend.contract import ChatMessage
 from dgemma_lsp.lsp.prompt import build_infill_example
 
+from .next_edit_task import next_edit_from
 from .sources import Doc
 
 
@@ -668,8 +671,12 @@ class ExampleStream:
         mixture: dict[str, float] | None = None,
         tokenizer: Any = None,
         shapes: dict[str, float] | None = None,
+        next_edit_frac: float = 0.0,
     ) -> None:
+        """``next_edit_frac``: the share of examples that are next edits (0 draws nothing extra, so the stream is
+        the default one)."""
         self.docs = docs
+        self.next_edit_frac = next_edit_frac if docs.get("python") else 0.0
         self.shapes = dict(shapes or {})  # infill_example's return_frac / snippet_frac
         self.tokenizer = tokenizer
         self.count_tokens = count_tokens
@@ -684,9 +691,11 @@ class ExampleStream:
 
     def one(self, kind: str | None = None) -> Example:
         while True:
-            k = kind or self.rng.choices(self.kinds, self.weights)[0]
+            k = kind or self._draw_kind()
             try:
-                if k.startswith("infill-"):
+                if k == "next-edit":
+                    ex = next_edit_from(self.docs["python"], self.rng, self.count_tokens, self.tokenizer)
+                elif k.startswith("infill-"):
                     ex = infill_example(self.rng.choice(self.docs[k[7:]]), self.rng, self.count_tokens, **self.shapes)
                 elif k == "json-repair":
                     ex = json_repair_example(self.rng, self.docs.get("json"), tokenizer=self.tokenizer)
@@ -697,3 +706,8 @@ class ExampleStream:
                 ex = None
             if ex is not None:
                 return ex
+
+    def _draw_kind(self) -> str:
+        if self.next_edit_frac and self.rng.random() < self.next_edit_frac:
+            return "next-edit"
+        return self.rng.choices(self.kinds, self.weights)[0]

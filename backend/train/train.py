@@ -98,7 +98,9 @@ def make_config(vocab_size: int, preset: str = "small", canvas_length: int = 32)
 _W: dict[str, Any] = {}
 
 
-def _worker_init(pack: str, tok_dir: str, python_files: int, split: str, shapes: dict | None = None) -> None:
+def _worker_init(
+    pack: str, tok_dir: str, python_files: int, split: str, shapes: dict | None = None, next_edit_frac: float = 0.0
+) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -113,6 +115,7 @@ def _worker_init(pack: str, tok_dir: str, python_files: int, split: str, shapes:
         for d in sources.load_pack(pack, split):
             docs.setdefault(d.language_id, []).append(d)
     _W.update(tok=tok, docs=docs, tasks=tasks, eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id, shapes=shapes)
+    _W["next_edit_frac"] = next_edit_frac
 
 
 Item = tuple[list[int], list[int], str, int, list[int] | None]  # prompt, reply+eot+eos, group, canvas, seed
@@ -142,7 +145,12 @@ def encode_examples(tok: Any, examples: list, eot: int, eos: int) -> list[Item]:
 def _make_chunk(seed: int, n: int = 64) -> list[Item]:
     tok = _W["tok"]
     stream = _W["tasks"].ExampleStream(
-        _W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed, tokenizer=tok, shapes=_W["shapes"]
+        _W["docs"],
+        lambda s: len(tok.encode(s, add_special_tokens=False)),
+        seed,
+        tokenizer=tok,
+        shapes=_W["shapes"],
+        next_edit_frac=_W.get("next_edit_frac", 0.0),
     )
     exs = [stream.one() for _ in range(n)]
     return encode_examples(tok, exs, _W["eot"], _W["eos"])
@@ -491,6 +499,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--snippet-frac", type=float, default=0.0, help="share of code cuts whose document is a small file around them"
     )
+    ap.add_argument(
+        "--next-edit-frac",
+        type=float,
+        default=0.0,
+        help="share of examples that are next-edit rewrites (seeded canvases: batched with repair, --mix-repair)",
+    )
     ap.add_argument("--no-tokenizer", action="store_true", help="do not copy the tokenizer into --out")
     ap.add_argument(
         "--cuda-graphs",
@@ -524,7 +538,9 @@ class Trainer:
         # Start the data workers before CUDA is touched (spawned, so they never inherit a CUDA context).
         self.t_start = time.time()
         shapes = {k: v for k, v in (("return_frac", a.return_frac), ("snippet_frac", a.snippet_frac)) if v}
-        self.feeder = Feeder(a.workers, (a.pack, a.tokenizer, a.python_files, "train", shapes), a.seed)
+        self.feeder = Feeder(
+            a.workers, (a.pack, a.tokenizer, a.python_files, "train", shapes, a.next_edit_frac), a.seed
+        )
         import torch
 
         torch.manual_seed(a.seed)
