@@ -7,7 +7,8 @@ The trace goes to the file named by ``DGEMMA_BENCH_TRACE``, one JSON object per 
 ``{"id", "method", "t_in", "t_handled", "t_send", "t_sent"}`` for requests (``t_handled``: the synchronous part of
 dispatch returned; async handlers continue as tasks) and ``{"method", "t_in", "t_handled"}`` for notifications
 (sync handlers such as ``didChange`` do all their work in between). Times are ``time.perf_counter()`` seconds.
-The JSON parsing of the incoming body (before dispatch) is not included.
+The JSON parsing of the incoming body (before dispatch) is not included. ``t_sent`` is when the response was
+handed to the server's writer (``lsp/stdio.py`` writes what one loop turn produced at the end of that turn).
 
 ``--instant`` (anywhere in the arguments) serves with the benchmark-only instant backend (``instant_server.py``):
 ``python bench/trace_server.py --instant --stdio``.

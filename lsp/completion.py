@@ -297,12 +297,18 @@ class CompletionEngine:
             )
             req.tag = "complete"
 
-            def clean(raw: str) -> str:
-                try:
-                    return clean_completion(raw, ctx, plan)
-                except Exception:  # postprocessing must never sink a request
-                    log.exception("clean_completion failed")
-                    return ""
+            cleaned: dict[str, str] = {}  # the last draft, the commit, the final and the answer repeat one text
+
+            def clean(raw: str, cleaned: dict[str, str] = cleaned) -> str:
+                out = cleaned.get(raw)
+                if out is None:
+                    try:
+                        out = clean_completion(raw, ctx, plan)
+                    except Exception:  # postprocessing must never sink a request
+                        log.exception("clean_completion failed")
+                        out = ""
+                    cleaned[raw] = out
+                return out
 
             raw = await self._generate(job, backend, req, doc, position, request_id, i, clean, s, plan.mode)
             if raw is None:
@@ -414,14 +420,24 @@ class CompletionEngine:
                 return None
             finally:
                 token.cancel()
+
+                def end() -> None:
+                    self.stats.generation_ended(doc.uri, outcome)
+                    if stream:
+                        final = clean(final_text) if outcome == "completed" else ""
+                        self._canvas(base, final, "committed", len(committed), 0, True, outcome=outcome)
+
+                # A finished generation's final goes out with its drafts, before the stream's cleanup; a stopped
+                # one's only once the backend has really let go of it.
+                finished = outcome in ("completed", "withheld")
+                if finished:
+                    end()
                 try:
                     await asyncio.shield(agen.aclose())
                 except (Exception, asyncio.CancelledError):
                     pass
-                self.stats.generation_ended(doc.uri, outcome)
-                if stream:
-                    final = clean(final_text) if outcome == "completed" else ""
-                    self._canvas(base, final, "committed", len(committed), 0, True, outcome=outcome)
+                if not finished:
+                    end()
 
     # -- helpers ----------------------------------------------------------------------------------------------
 

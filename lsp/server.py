@@ -40,6 +40,7 @@ from .protocol import DGemmaProtocol
 from .selected_completion import complete_after_selection
 from .settings import CACHE_KEYS, DIAGNOSTICS_KEYS, RESTART_KEYS, SECTION, SettingsManager
 from .stats import Stats
+from .stdio import serve_stdio
 
 __all__ = ["create_server", "run_stdio", "DGemmaServer", "COMMANDS", "CODE_ACTION_KINDS"]
 
@@ -529,7 +530,7 @@ def run_stdio(
         extend(server)
     client_log.route_to_client(server)
     log.info("dgemma-lsp %s starting (backend %s)", VERSION, settings.backend)
-    server.start_io()
+    serve_stdio(server)  # stdin read on the event loop when it is a pipe (lsp/stdio.py)
 
 
 def _main(argv: list[str] | None = None) -> None:
