@@ -100,6 +100,9 @@ class BatchingWriter:
 
 
 def is_pipe(stream: BinaryIO) -> bool:
+    """A POSIX pipe (Windows' event loops read anonymous pipes differently: pygls' reader serves there)."""
+    if os.name != "posix":
+        return False
     try:
         return stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError, AttributeError):  # no file descriptor (tests hand over BytesIO)
