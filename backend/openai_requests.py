@@ -173,7 +173,7 @@ def request_body(
                 degraded.append(_NO_VLLM_SEED)
         else:
             body["seed"] = req.rng_seed
-    if caps.kind == "vllm" and "stream_options" not in skip:
+    if "stream_options" not in skip:  # the OpenAI way to ask for the usage chunk (transformers serve >= 5.25 needs it)
         body["stream_options"] = {"include_usage": True}
     if xargs and "vllm_xargs" not in skip:
         body["vllm_xargs"] = xargs

@@ -70,7 +70,8 @@ def _fused_rms_norm_forward(self: Any, hidden_states: Any) -> Any:
     on the H200; a multiply's backward is a product and a plain sum (not yet timed on the GPU)."""
     import torch
 
-    normed = torch.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), None, self.eps)
+    eps = self.eps if hasattr(self, "eps") else self.variance_epsilon  # transformers >= 5.25 names it so
+    normed = torch.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), None, eps)
     if self.with_scale:
         normed = normed * self.weight.float()
     return normed.type_as(hidden_states)
