@@ -8,11 +8,13 @@ The registry entry (:mod:`.vllm_attention_backend`) sends the calls with more th
 
 * head sizes 64-256 (the 25 sliding layers) to FlashAttention-3 (:func:`fa3_canvas_attention`) where vLLM's FA3
   kernels load, with FA3's scheduler metadata made once per step inside the CUDA graph (:func:`fa3_plans`);
-* head size 512 (the five full layers) to our kernel (:mod:`.kernels.wide_attention`) with :data:`DEFAULT_WIDE`'s
-  tiles per call size;
-* anything else with those two absent to vLLM's own kernel with :data:`DEFAULT_TILES` (:func:`launch_canvas_attention`).
+* head size 512 (the five full layers) to our kernel (:mod:`.kernels.wide_attention`) with the GPU's wide tiles
+  per call size;
+* anything else with those two absent to vLLM's own kernel with the GPU's tiles (:func:`launch_canvas_attention`).
 
-The tiles are the H200 sweep's picks (``bench/gpu_step.py --parts attention``, ``bench/wide_sweep.py``). FA3 has one
+The tiles vary per GPU, so they are data (``attention_configs/device_name=<GPU>.json``, :func:`attention_tuning`):
+the H200's are its sweeps' picks (``bench/gpu_step.py --parts attention``, ``bench/wide_sweep.py``). On a GPU without
+a file the head-512 calls and the tile overrides stay vLLM's own; FA3 serves wherever it loads. FA3 has one
 causal flag per call, while a denoising batch may hold a commit step (causal) beside canvases (bidirectional), and
 CUDA graphs fix the launches before the flags are known; so a call with per-request flags runs two FA3 passes, each
 over the rows of the requests its flag serves. Nothing here imports vLLM at its top.
@@ -20,11 +22,11 @@ over the rows of the requests its flag serves. Nothing here imports vLLM at its 
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
-# head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages) for vLLM's kernel: the fastest of
-# the sweep on the H200 (bench/RESULTS.md; 256 happens to be vLLM's own Blackwell tuning); 512 = the full layers
-DEFAULT_TILES: dict[int, tuple[int, int, int, int]] = {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
 # FA3's own heuristic (0) sizes its KV splits from max_seqlen_k, which vLLM passes as max_model_len: many near-empty
 # splits for a 1k context. One split per query tile keeps the canvas call to a single pass.
 DEFAULT_FA3_SPLITS = 1
@@ -34,11 +36,47 @@ FA3_HEADS = (64, 96, 128, 192, 256)  # head sizes vLLM's FA3 build has kernels f
 # block_n keys, d_split programs over the output columns, warps, stages, key-range splits per request (0 = enough to
 # fill the GPU's SMs, from static shapes)
 WideTiles = tuple[int, int, int, int, int, int]
-# (largest call in query rows or None for the rest, tiles), first match wins: the H200 sweep's picks:
-# one canvas splits its key ranges in two (0.078 ms per call against 0.117 unsplit, 0.151 for vLLM's launch), four
-# canvases take as many splits as fill the SMs (0.237 ms, the same as unsplit; vLLM 0.567)
-DEFAULT_WIDE: tuple[tuple[int | None, WideTiles], ...] = ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
 WIDE_HEADS = (512,)  # the full-attention layers; FA3 takes 64-256
+CONFIG_DIR = Path(__file__).parent / "attention_configs"
+
+
+@dataclass(frozen=True)
+class AttentionTuning:
+    """One GPU's tiles. ``tiles``: head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages)
+    for vLLM's kernel. ``wide``: (largest call in query rows or None for the rest, tiles), first match wins, for our
+    head-512 kernel; its tiles are block_m rows (queries x the KV head's query heads), block_n keys, d_split programs
+    over the output columns, warps, stages, key-range splits per request (0 = enough to fill the GPU's SMs)."""
+
+    tiles: dict[int, tuple[int, int, int, int]]
+    wide: tuple[tuple[int | None, WideTiles], ...]
+
+
+def config_path(device_name: str) -> Path:
+    """The tiles file of a GPU named ``device_name`` (torch's name; vLLM's fused-MoE file naming)."""
+    return CONFIG_DIR / f"device_name={device_name.replace(' ', '_')}.json"
+
+
+def attention_tuning(device_name: str) -> AttentionTuning | None:
+    """The tiles measured on ``device_name``, or None when none were (the file is absent). A malformed file raises
+    ``ValueError`` naming it: a wrong tile must not launch silently."""
+    path = config_path(device_name)
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        tiles = {int(h): _ints(t, 4) for h, t in raw["tiles"].items()}
+        wide = tuple((None if lim is None else int(lim), _ints(t, 6)) for lim, t in raw["wide"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: not an attention tiles file ({e})") from e
+    if not wide:
+        raise ValueError(f"{path}: 'wide' lists no tiles")
+    return AttentionTuning(tiles, wide)
+
+
+def _ints(t: Any, n: int) -> Any:
+    if not isinstance(t, list) or len(t) != n or not all(isinstance(x, int) and x >= 0 for x in t):
+        raise ValueError(f"{t!r} is not {n} non-negative integers")
+    return tuple(t)
 
 
 def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) -> WideTiles:

@@ -21,10 +21,9 @@ from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, Trito
 from .kernels.wide_attention import wide_attention
 from .vllm_attention import (
     DEFAULT_FA3_SPLITS,
-    DEFAULT_TILES,
-    DEFAULT_WIDE,
     FA3_HEADS,
     WIDE_HEADS,
+    attention_tuning,
     fa3_available,
     fa3_canvas_attention,
     fa3_plans,
@@ -34,8 +33,8 @@ from .vllm_attention import (
 )
 
 log = init_logger(f"vllm.{__name__}")  # under "vllm": the engine process's only handlers
-# vLLM tunes this shape itself on Blackwell (capability 10.x): leave it there
-OWN_TUNING = current_platform.is_device_capability_family(100)
+# this GPU's tiles (attention_configs/); None where none were measured: vLLM's own launches stay
+TUNING = attention_tuning(current_platform.get_device_name())
 # FA3 is Hopper's (capability 9.x), where vLLM's FA3 build loads
 FA3_OK = current_platform.is_device_capability_family(90) and fa3_available()
 
@@ -43,11 +42,11 @@ FA3_OK = current_platform.is_device_capability_family(90) and fa3_available()
 class DGemmaTritonAttentionImpl(TritonAttentionImpl):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._tiles = None if OWN_TUNING else DEFAULT_TILES.get(self.head_size)
+        self._tiles = TUNING.tiles.get(self.head_size) if TUNING else None
         self._fa3 = FA3_OK and self.head_size in FA3_HEADS and self.sinks is None
         # the wide kernel has no window, softcap or sinks: layers with any of them keep the tiles
         plain = self.sinks is None and tuple(self.sliding_window) == (-1, -1) and not self.logits_soft_cap
-        self._wide = DEFAULT_WIDE if (not OWN_TUNING and self.head_size in WIDE_HEADS and plain) else None
+        self._wide = TUNING.wide if (TUNING and self.head_size in WIDE_HEADS and plain) else None
 
     def forward(
         self,

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_moe import backend_module, emitter, time_config  # noqa: E402  (the MoE sweeps' rows, timing, loader)
 
 # block_m:block_n:d_split:warps:stages:kv_splits. The first two: the shipped picks (one canvas, four canvases;
-# vllm_attention.DEFAULT_WIDE); then 32-key tiles and 16 warps (measured on the H200: all slower)
+# backend/attention_configs/device_name=NVIDIA_H200.json); then 32-key tiles and 16 warps (measured on the H200: all slower)
 CANDIDATES = (
     "128:64:2:8:1:2,128:64:2:8:1:0,128:64:2:8:1:1,128:32:2:8:1:0,128:64:2:16:1:0,128:32:2:16:1:0,128:64:2:4:1:0"
 )
@@ -59,7 +59,7 @@ def case(canvases: int, ctx: int, q_len: int = 256, hq: int = 16, hk: int = 2, h
 
 def tiles(spec: str) -> dict:
     """One ``block_m:block_n:d_split:warps:stages:kv_splits`` candidate as the kernel's keyword arguments, the way
-    the engine passes :data:`vllm_attention.DEFAULT_WIDE`'s items (kv_splits 0: enough to fill the SMs)."""
+    the engine passes the items of a GPU's ``wide`` list (``backend/attention_configs/``) (kv_splits 0: enough to fill the SMs)."""
     bm, bn, ds, w, st, ks = (int(p) for p in spec.split(":"))
     return dict(block_m=bm, block_n=bn, d_split=ds, num_warps=w, num_stages=st, kv_splits=ks or None)
 

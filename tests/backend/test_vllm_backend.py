@@ -238,10 +238,12 @@ async def test_start_without_vllm_says_how_to_install() -> None:
 
 def test_the_head_512_kernel_takes_its_tiles_by_call_size() -> None:
     """One canvas (256 query rows) splits its key ranges in two, larger calls as many as fill the SMs (H200 sweep)."""
-    from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE, wide_tiles_for
+    from dgemma_lsp.backend.vllm_attention import attention_tuning, wide_tiles_for
 
-    assert wide_tiles_for(DEFAULT_WIDE, 256)[5] == 2 and wide_tiles_for(DEFAULT_WIDE, 1)[5] == 2
-    assert wide_tiles_for(DEFAULT_WIDE, 257)[5] == 0 and wide_tiles_for(DEFAULT_WIDE, 4096)[5] == 0
+    h200 = attention_tuning("NVIDIA H200")
+    assert h200 is not None
+    assert wide_tiles_for(h200.wide, 256)[5] == 2 and wide_tiles_for(h200.wide, 1)[5] == 2
+    assert wide_tiles_for(h200.wide, 257)[5] == 0 and wide_tiles_for(h200.wide, 4096)[5] == 0
     table = ((256, (128, 32, 2, 8, 2, 2)), (1024, (128, 64, 2, 8, 1, 4)), (None, (128, 64, 2, 8, 1, 1)))
     assert [wide_tiles_for(table, n)[5] for n in (256, 257, 1024, 2048)] == [2, 4, 4, 1]
 
@@ -260,3 +262,18 @@ def test_an_unknown_moe_backend_is_refused_with_the_names_that_work() -> None:
         Settings().merged({"vllm_moe_backend": "tritonn"})
     with pytest.raises(BackendError, match="moe_backend 'tritonn' is unknown: use one of auto, triton"):
         VLLMBackend("m", moe_backend="tritonn")
+
+
+def test_attention_tiles_are_per_gpu_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H200's file gives the sweeps' picks; a GPU without a file keeps vLLM's launches; a broken file is an error
+    that names it, not a silent launch with wrong tiles."""
+    from dgemma_lsp.backend import vllm_attention as va
+
+    h200 = va.attention_tuning("NVIDIA H200")
+    assert h200 is not None and h200.tiles == {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
+    assert h200.wide == ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
+    assert va.attention_tuning("NVIDIA A100-SXM4-80GB") is None
+    monkeypatch.setattr(va, "CONFIG_DIR", tmp_path)
+    (tmp_path / "device_name=Broken_GPU.json").write_text('{"tiles": {"256": [32, 128]}, "wide": []}')
+    with pytest.raises(ValueError, match="device_name=Broken_GPU.json"):
+        va.attention_tuning("Broken GPU")

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dgemma_lsp.backend.vllm_attention import DEFAULT_WIDE
+from dgemma_lsp.backend.vllm_attention import attention_tuning
+
+H200 = attention_tuning("NVIDIA H200")
+assert H200 is not None, "the shipped H200 tiles file"
 
 pytestmark = [
     pytest.mark.gpu,
@@ -39,7 +42,7 @@ def _case(batch: int, block_size: int, seed: int):
 @pytest.mark.parametrize(
     "cfg",
     # the defaults the engine launches (per call size), then other shapes of the kernel
-    [*(t for _, t in DEFAULT_WIDE), (64, 32, 2, 8, 2, 1), (128, 32, 4, 8, 2, 1), (128, 64, 2, 8, 1, 0)],
+    [*(t for _, t in H200.wide), (64, 32, 2, 8, 2, 1), (128, 32, 4, 8, 2, 1), (128, 64, 2, 8, 1, 0)],
 )
 def test_wide_kernel_matches_reference_on_gpu(batch: int, block_size: int, cfg: tuple) -> None:
     from dgemma_lsp.backend.kernels.wide_attention import wide_attention, wide_attention_reference
