@@ -270,7 +270,8 @@ async def run_gpu(
     for engine in parse_gpu_configs(args.gpu_configs):
         for pass_name in engine.passes:
             ctx, steps, mode = PASSES[pass_name]
-            need = 60 + (ENGINE_START_S[engine.dtype] if pass_name == engine.passes[0] else 0) + args.max_keys * 0.2 + args.next_edit * 4
+            start = ENGINE_START_S[engine.dtype] if pass_name == engine.passes[0] else 0
+            need = 60 + start + args.max_keys * 0.2 + args.next_edit * 4
             if time.monotonic() + need > t_end:
                 not_run.append(f"{engine.name}@{pass_name}")
                 continue

@@ -102,6 +102,10 @@ async def next_edit_phase(client: BenchClient, n: int, *, gap_ms: str, pause_ms:
     rng = random.Random(seed + 34)
     lo, hi = (float(x) for x in gap_ms.split("-"))
     st0 = await client.status()
+    end = time.monotonic() + 60
+    while st0["stats"]["generations_running"] and time.monotonic() < end:  # the typing run's last canvas ends first
+        await asyncio.sleep(0.05)
+        st0 = await client.status()
     rows: list[dict[str, Any]] = []
     copilot: list[dict[str, Any]] = []
     errors: list[str] = []
@@ -160,8 +164,11 @@ def summarise(rows: list[dict[str, Any]], copilot: list[dict[str, Any]], errors:
         "region_lines": _dist([float(r["region_lines"]) for r in rows]),
         "offered": sum(1 for r in rows if r["edits"]),
         "reasons": dict(reasons.most_common()),
-        "copilot": {"requests": len(copilot), "rtt_ms": _dist([r["rtt_ms"] for r in copilot]),
-                    "offered": sum(1 for r in copilot if r["edits"])},  # fmt: skip
+        "copilot": {
+            "requests": len(copilot),
+            "rtt_ms": _dist([r["rtt_ms"] for r in copilot]),
+            "offered": sum(1 for r in copilot if r["edits"]),
+        },
         "server_counts": {k: c.get(k, 0) - c0.get(k, 0) for k in c if k.startswith("next_edit")},
         "rows": rows,
     }
