@@ -32,6 +32,7 @@ COPILOT = "textDocument/copilotInlineEdit"
 SUFFIXES = ("value", "item", "data", "ref")
 BELOW = 7  # lines below the site that must hold the name's other uses (the region: a third above, the rest below)
 REQUEST_TIMEOUT_S = 120
+FAILED = ("the backend failed", "failed:", "the model is not loaded")  # lsp/next_edit.py's reasons for a failure
 
 
 @dataclass
@@ -125,6 +126,9 @@ async def next_edit_phase(client: BenchClient, n: int, *, gap_ms: str, pause_ms:
             ms, res = await _request(client, NEXT_EDIT, {"textDocument": {"uri": uri}, "position": pos})
             region = res.get("region") or {}
             lines = region["end"]["line"] - region["start"]["line"] + 1 if region else 0
+            why = res.get("reason") or ""
+            if why.startswith(FAILED):  # the server answered, but its backend failed: an error, not a silent answer
+                errors.append(f"{NEXT_EDIT} at {where}: {why}")
             rows.append({"site": where, "rtt_ms": ms, "server_ms": res.get("latencyMs"), "steps": res.get("steps"),
                          "canvas": (res.get("canvas") or {}).get("canvasLength"), "region_lines": lines,
                          "edits": len(res.get("edits") or []), "reason": res.get("reason")})  # fmt: skip
@@ -151,7 +155,7 @@ def summarise(rows: list[dict[str, Any]], copilot: list[dict[str, Any]], errors:
     rtt = [r["rtt_ms"] for r in rows]
     server = [float(r["server_ms"]) for r in rows if r["server_ms"] is not None]
     share = [r["rtt_ms"] - float(r["server_ms"]) for r in rows if r["server_ms"] is not None]
-    reasons = Counter((r["reason"] or "").split(":")[0].split(" (")[0] for r in rows if not r["edits"])
+    reasons = Counter((r["reason"] or "?").split(":")[0].split(" (")[0] for r in rows if not r["edits"])
     return {
         "requests": len(rows),
         "errors": len(errors),
@@ -204,4 +208,5 @@ def report(results: list[dict[str, Any]]) -> list[str]:
     for r in done:
         why = ", ".join(f"{k} {v}" for k, v in r["next_edit"]["reasons"].items()) or "-"
         lines.append(f"\nWhy nothing was offered ({r.get('config', 'cpu')}): {why}.")
+        lines += [f"- error: {e}" for e in r["next_edit"]["error_messages"]]
     return lines
