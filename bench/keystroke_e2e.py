@@ -34,6 +34,11 @@ Two ways to run it:
   engine row also gives the floor: steps x the step floor (``bench/gpu_step.py``'s ``step_parts_floor`` at the H200's
   measured 4.34 TB/s and 788 TFLOP/s) + the commit (one causal pass over the canvas). ``--budget-s`` skips the engines
   that no longer fit and says so.
+
+``--next-edit N`` adds a next-edit phase after each config's typing run, on the same server and engine
+(``bench/next_edit_latency.py``): N renames at real sites of the ``lsp/`` sources, each followed by a pause and a
+timed ``dgemma/nextEdit`` (and ``textDocument/copilotInlineEdit``): latency p50 / p90 / max, steps, edits offered
+k of N (random weights on the H200: the gates usually withhold the answer), errors.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, BenchClient, fmt, machine, machine_line, percentile  # noqa: E402
 from cpu_e2e import FUNCTIONS, VISIBLE_MS, replay_typing  # noqa: E402
 from cpu_e2e import Key as TypedKey  # noqa: E402
+from next_edit_latency import next_edit_phase  # noqa: E402
+from next_edit_latency import report as next_edit_report  # noqa: E402
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs" / "diffusiongemma-26b-a4b"
 DEFAULT_GPU_CONFIGS = (
@@ -141,10 +148,13 @@ async def session(server_args: list[str], settings: dict[str, Any], args: argpar
         gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng, make_key=Key, line_pause_ms=args.line_pause_ms,
     )
     st = await client.status()
+    ne = None
+    if args.next_edit:
+        ne = await next_edit_phase(client, args.next_edit, gap_ms=args.gap_ms, pause_ms=args.pause_ms, seed=args.seed)
     alive = client.client._server is not None and client.client._server.returncode is None
     await client.stop()
     analyse(client, [first, *keys])
-    return summarise(first, keys, st0, st, client, alive, t_ready - t_start)
+    return summarise(first, keys, st0, st, client, alive, t_ready - t_start) | {"next_edit": ne}
 
 
 def _lat(keys: list[Key], attr: str) -> dict[str, Any]:
@@ -260,7 +270,8 @@ async def run_gpu(
     for engine in parse_gpu_configs(args.gpu_configs):
         for pass_name in engine.passes:
             ctx, steps, mode = PASSES[pass_name]
-            need = 60 + (ENGINE_START_S[engine.dtype] if pass_name == engine.passes[0] else 0) + args.max_keys * 0.2
+            start = ENGINE_START_S[engine.dtype] if pass_name == engine.passes[0] else 0
+            need = 60 + start + args.max_keys * 0.2 + args.next_edit * 4
             if time.monotonic() + need > t_end:
                 not_run.append(f"{engine.name}@{pass_name}")
                 continue
@@ -347,6 +358,7 @@ def report(results: list[dict[str, Any]], not_run: list[str], m: dict[str, Any],
         lines += ["", "Where the time goes (p50 ms of the completed generations; the backend's from its generate()):",
                   "", PROFILE_HEADER, "|" + "---|" * 7]  # fmt: skip
         lines += [profile_row(r) for r in ok]
+    lines += next_edit_report(results)
     if not_run:
         lines += ["", f"Not run (the budget ran out): {', '.join(not_run)}."]
     return "\n".join(lines)
@@ -366,10 +378,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--functions", type=int, default=len(FUNCTIONS))
     p.add_argument("--max-keys", type=int, default=200, help="keystrokes a pass types")
     p.add_argument("--gap-ms", default="80-150")
-    p.add_argument("--pause-ms", type=float, default=600)
+    p.add_argument("--pause-ms", type=float, default=600, help="after each function, and before a next edit")
     p.add_argument("--line-pause-ms", type=float, default=500,
                    help="the pause at each line start and once mid-line, where a user waits for ghost text (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--next-edit", type=int, default=0, metavar="N",
+                   help="after the typing run: N renames, each followed by a timed dgemma/nextEdit (0: off)")
     p.add_argument("--ready-s", type=float, default=900)
     p.add_argument("--json")
     p.add_argument("--markdown")
@@ -398,9 +412,10 @@ def main(argv: list[str] | None = None) -> int:
         r |= {"config": f"{args.server} {args.server_args}".strip(), "mode": "single"}
         results, not_run = [r], []
         if r["modes"]["multi"]["requests"]:
-            results.append(dict(r, mode="multi"))
+            results.append(dict(r, mode="multi", next_edit=None))
     print(write(results, not_run))
     ok = results and all("error" not in r and r["server_alive"] for r in results)
+    ok = ok and all(not (r.get("next_edit") or {}).get("errors") for r in results)
     return 0 if ok else 1
 
 

@@ -116,3 +116,25 @@ def test_keystroke_e2e_runs(tmp_path: Path) -> None:
     assert single["generations_started"] >= 1 and single["server_share_p50_ms"] is not None
     assert single["first_after_ready_ms"] is not None
     assert "| config | mode (n) |" in md
+
+
+def test_keystroke_e2e_next_edits_run(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    """The next-edit phase through the real server on the tiny DiffusionGemma (CPU): after the typing run, every
+    rename gets a ``dgemma/nextEdit`` and a ``textDocument/copilotInlineEdit`` answer, none an error, each timed,
+    and each ran a seeded canvas."""
+    settings = {"denoisingSteps": 2, "singleLineCanvas": 8, "multiLineCanvas": 16, "maxPrefixTokens": 128}
+    data, md = run_script(
+        ["bench/keystroke_e2e.py", "--server", "dgemma-lsp", "--server-args", f"--model {tiny_checkpoint} --device cpu",
+         "--settings", json.dumps(settings), "--functions", "1", "--max-keys", "4", "--gap-ms", "5-10",
+         "--pause-ms", "50", "--next-edit", "4"],
+        tmp_path,
+    )  # fmt: skip
+    ne = data["results"][0]["next_edit"]
+    assert ne["requests"] == 4 and ne["errors"] == 0 and ne["copilot"]["requests"] == 4
+    assert ne["rtt_ms"]["n"] == 4 and ne["rtt_ms"]["p50"] > 0 and ne["server_ms"]["n"] == 4
+    assert ne["steps"]["p50"] == 2 and ne["canvas"]["p50"] >= 8  # the seeded canvas ran its steps
+    counts = ne["server_counts"]
+    assert counts["next_edit_requests"] == 8  # both methods reached the next-edit engine
+    assert counts.get("next_edit_offered", 0) + counts.get("next_edit_silent", 0) == 8
+    assert ne["offered"] + sum(ne["reasons"].values()) == 4  # an offer or a reason, for every request
+    assert "| config | next edits (n) |" in md and f"| {ne['offered']} of 4 | 0 |" in md

@@ -19,6 +19,7 @@
 #   lsp-tiny    the language server on the vllm backend over stdio (pytest-lsp), tiny checkpoint
 #   lsp-full    the same on the full-size 26B-A4B config with random weights (FP8 variant's scheme; LSP_FULL_DTYPE=bf16)
 #   keystroke   bench/keystroke_e2e.py on the full-size config: KEYSTROKE_CONFIGS (default in the script) in one run
+#               NEXT_EDITS=N (default 0): then N timed dgemma/nextEdit requests per config, same server and engine
 #   step        bench/gpu_step.py --parts vllm with JOBS (and JOB_TIMEOUTS): engine step timings
 #   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
 #   train       the small model's training (carry .train_data/pack.jsonl.gz; TRAIN_MIN, TRAIN_INIT, TRAIN_ARGS)
@@ -27,7 +28,7 @@
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,28p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
@@ -86,7 +87,7 @@ run_stage() {
   keystroke)
     need_kit || return 3; install_shim
     timeout "$(left)" python3 bench/keystroke_e2e.py --gpu-configs "${KEYSTROKE_CONFIGS:-default}" \
-      --budget-s "$(( $(left) - 20 ))" --json "$OUT/keystroke.json" --markdown "$OUT/keystroke.md" ;;
+      --budget-s "$(( $(left) - 20 ))" --next-edit "${NEXT_EDITS:-0}" --json "$OUT/keystroke.json" --markdown "$OUT/keystroke.md" ;;
   step)
     need_kit || return 3; install_shim
     timeout "$(left)" python3 bench/gpu_step.py --parts vllm --vllm-jobs "${JOBS:?JOBS=job1,job2}" \
