@@ -307,7 +307,7 @@ async def test_fix_structure_on_the_engine(lsp):
     """The picked "Fix structure with DiffusionGemma" action runs the model on the engine; its fix is applied only
     when valid, else the deterministic fix of the same problem, labelled (title and message)."""
     uri = "file:///gpu/broken.json"
-    text = '{"name": "demo", "tags": ["a", "b",], "size": 3,}\n'
+    text = '{"name": "demo", "tags": ["a", "b",], "size": 3}\n'  # one problem: its fix makes the document valid
     lspc.open_doc(lsp, uri, text, "json")
     diags = await lspc.diagnostics_for(lsp, uri)
     assert diags, "the structure check published no diagnostic for a broken document"
