@@ -60,9 +60,7 @@ describe('first run in code-server', { timeout: 420_000 }, () => {
       await wb.page.keyboard.press('Escape');
       // Fix the setting (the file on disk), then reload the window so the workbench reads it at once.
       wb.writeSettings(realServer);
-      await wb.runCommand('Developer: Reload Window');
-      await wb.page.waitForTimeout(2_000);
-      await wb.page.locator('.monaco-workbench').waitFor({ timeout: 90_000 });
+      await wb.reloadWindow();
       await wb.openFile('calc.py');
       await wb.page.keyboard.press('Control+End');
       const status = wb.page.locator('.statusbar-item', { hasText: 'dgemma' }).first();

@@ -149,8 +149,24 @@ export class Workbench {
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible', timeout: 15_000 });
     await input.fill(`>${title}`);
-    await page.locator('.quick-input-list .monaco-list-row').first().waitFor({ timeout: 15_000 });
+    // Enter runs the row on top when it lands: on a loaded machine that can still be the palette's unfiltered
+    // list (recently used commands), so wait until the top row is the command asked for.
+    const top = page.locator('.quick-input-list .monaco-list-row').first();
+    const want = title.toLowerCase();
+    const ready = await until(15_000, async () => ((await top.textContent().catch(() => '')) ?? '').toLowerCase().includes(want), 100);
+    if (!ready) throw new Error(`the command palette never listed "${title}" first: ${await top.textContent().catch(() => '')}`);
     await page.keyboard.press('Enter');
+  }
+
+  /** Reloads the window and waits until the page really reloaded (the workbench drawn anew). */
+  async reloadWindow(): Promise<void> {
+    const page = this.page;
+    const marked = () => page.evaluate(() => (globalThis as unknown as { __dgemmaBeforeReload?: number }).__dgemmaBeforeReload === 1);
+    await page.evaluate(() => { (globalThis as unknown as { __dgemmaBeforeReload?: number }).__dgemmaBeforeReload = 1; });
+    await this.runCommand('Developer: Reload Window');
+    const gone = await until(60_000, async () => !(await marked().catch(() => true)), 250);
+    if (!gone) throw new Error('"Developer: Reload Window" did not reload the page');
+    await page.locator('.monaco-workbench').waitFor({ timeout: 90_000 });
   }
 
   /** Ghost text as the editor draws it: inline part on the cursor line plus any following view-zone lines. */
