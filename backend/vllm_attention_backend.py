@@ -1,10 +1,14 @@
-"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.26-0.31).
+"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.26-0.33).
 
 :func:`.vllm_plugin.register` registers this module's class by its dotted path; vLLM imports the module (and vLLM
 with it, at the top) when it resolves the backend in an engine process. The implementation, a subclass of vLLM's
 ``TritonAttentionImpl``, takes the canvas-shaped calls (more than one query row per request) its launches cover
 (:mod:`.vllm_attention`: FA3 for head sizes 64-256 on Hopper, our head-512 kernel, else vLLM's kernel with wider
 tiles) and hands every other call, and every call on Blackwell (vLLM tunes this shape itself there), to vLLM.
+
+What it takes from vLLM is the same on 0.26-0.33 (``tests/backend/test_vllm_attention_surface.py`` reads both
+wheels' sources) but for ``is_quantized_kv_cache``: 0.26 has it in ``vllm.v1.kv_cache_interface`` and
+``vllm.utils.torch_utils``, 0.33 in the first only.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from typing import Any
 import torch
 from vllm.logger import init_logger
 from vllm.platforms import current_platform
-from vllm.utils.torch_utils import is_quantized_kv_cache
 from vllm.v1.attention.backend import AttentionType
 from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
+
+try:
+    from vllm.v1.kv_cache_interface import is_quantized_kv_cache
+except ImportError:  # a vLLM that keeps it in torch_utils only
+    from vllm.utils.torch_utils import is_quantized_kv_cache
 
 from .kernels.wide_attention import wide_attention
 from .vllm_attention import (

@@ -15,17 +15,21 @@ Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`
   quantization fused, :mod:`.vllm_moe`) and ``sc_batch`` (one self-conditioning MLP call a step,
   :mod:`.vllm_selfcond`).
 * ``attention`` — ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with our launches for canvas-shaped
-  calls on Hopper (:mod:`.vllm_attention_backend`).
+  calls on Hopper (:mod:`.vllm_attention_backend`; vLLM 0.26-0.33).
 * ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
-On vLLM >= 0.32 (native per-request options, a reworked sampler) the pieces written against 0.26-0.31's internals
-stay off by themselves and vLLM's own sampler and attention serve; two pieces run there:
+On vLLM >= 0.32 (native per-request options, a reworked sampler) the sampler pieces, written against 0.26-0.31's
+internals, stay off by themselves and vLLM's own sampler serves; three pieces run there:
 
-* ``draft_tap`` (vLLM 0.32-0.33, the releases it was checked against) — where our backend starts the engine with a
-  tap (``DGEMMA_DRAFT_TAP``), ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler
-  wrapped to send each step's draft (:mod:`.vllm_native_drafts`); without a tap vLLM's classes serve untouched;
+* ``draft_tap`` — where our backend starts the engine with a tap (``DGEMMA_DRAFT_TAP``),
+  ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler wrapped to send each step's
+  draft (:mod:`.vllm_native_drafts`); without a tap vLLM's classes serve untouched;
+* ``attention``, as on 0.26-0.31;
 * ``moe_config``.
+
+The first two lean on vLLM internals, so they run on the native releases they were checked against (0.32-0.33,
+``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stay off on later ones.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ SAMPLER_FEATURES = frozenset(
 )
 ALL_FEATURES = SAMPLER_FEATURES | {"attention", "moe_config"}
 # Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
-OLD_VLLM_FEATURES = (SAMPLER_FEATURES - {"draft_tap"}) | {"attention"}
-# [low, high): the vLLM releases with native options whose sampler internals the draft tap was checked against
-NATIVE_DRAFTS_LOW, NATIVE_DRAFTS_HIGH = (0, 32), (0, 34)
+OLD_VLLM_FEATURES = SAMPLER_FEATURES - {"draft_tap"}
+# Pieces that run on a vLLM with native options only in [low, high), the releases whose internals they were checked
+# against: the draft tap (vLLM's sampler and request states), attention (TRITON_ATTN's implementation and metadata)
+NATIVE_CHECKED_FEATURES = frozenset({"draft_tap", "attention"})
+NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 34)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MODEL_CLASS = f"{__package__}.vllm_model:DGemmaLspForConditionalGeneration"
 NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
@@ -76,23 +82,25 @@ def vllm_has_native_options() -> bool:
         return False
 
 
-def native_drafts_checked(version: str | None) -> bool:
-    """True for a vLLM release whose sampler internals the native draft tap was checked against (0.32-0.33)."""
+def native_checked(version: str | None) -> bool:
+    """True for a native-options vLLM release whose internals ``NATIVE_CHECKED_FEATURES`` were checked against
+    (0.32-0.33)."""
     m = re.match(r"(\d+)\.(\d+)", version or "")
-    return m is not None and NATIVE_DRAFTS_LOW <= (int(m[1]), int(m[2])) < NATIVE_DRAFTS_HIGH
+    return m is not None and NATIVE_CHECKED_LOW <= (int(m[1]), int(m[2])) < NATIVE_CHECKED_HIGH
 
 
 def active_features(
     native: bool, environ: dict[str, str] | None = None, version: str | None = None
 ) -> frozenset[str]:
     """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options (and less
-    the draft tap there outside the releases it was checked on; ``version`` None: the installed vLLM's)."""
+    ``NATIVE_CHECKED_FEATURES`` there outside the releases they were checked on; ``version`` None: the installed
+    vLLM's)."""
     feats = enabled_features(environ)
     if not native:
         return feats
     feats -= OLD_VLLM_FEATURES
-    if not native_drafts_checked(installed_vllm_version() if version is None else version):
-        feats -= {"draft_tap"}
+    if not native_checked(installed_vllm_version() if version is None else version):
+        feats -= NATIVE_CHECKED_FEATURES
     return feats
 
 

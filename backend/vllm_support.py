@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 
 from .vllm_plugin import (
-    NATIVE_DRAFTS_HIGH,
-    NATIVE_DRAFTS_LOW,
+    NATIVE_CHECKED_HIGH,
+    NATIVE_CHECKED_LOW,
+    OLD_VLLM_FEATURES,
     active_features,
     enabled_features,
     installed_vllm_version,
@@ -20,7 +21,10 @@ from .vllm_plugin import (
 # backend's server, which needs no vLLM beside the language server.
 TESTED_LOW, TESTED_HIGH = (0, 26), (0, 27)
 TESTED_RANGE = ">=0.26,<0.27"
-NATIVE_DRAFTS = f"{NATIVE_DRAFTS_LOW[0]}.{NATIVE_DRAFTS_LOW[1]}-{NATIVE_DRAFTS_HIGH[0]}.{NATIVE_DRAFTS_HIGH[1] - 1}"
+# the native-options releases the draft tap and attention were checked on, "0.32-0.33"
+NATIVE_CHECKED = (
+    f"{NATIVE_CHECKED_LOW[0]}.{NATIVE_CHECKED_LOW[1]}-{NATIVE_CHECKED_HIGH[0]}.{NATIVE_CHECKED_HIGH[1] - 1}"
+)
 
 
 def vllm_version() -> str | None:
@@ -57,12 +61,17 @@ def plugin_lines(
         native = vllm_has_native_options()
     active = active_features(native, environ, version)
     lines.append(("  active", ", ".join(sorted(active)) or "none (switched off by DGEMMA_VLLM_PLUGIN=0)"))
-    old = enabled - active - {"draft_tap"}
+    off = []
+    old = (enabled & OLD_VLLM_FEATURES) - active
     if old:
-        why = "written against vLLM 0.26-0.31 internals; this vLLM's own sampler and attention serve"
-        lines.append(("  off here", f"{', '.join(sorted(old))} ({why})"))
+        why = "written against vLLM 0.26-0.31 internals; this vLLM's own sampler serves"
+        off.append(f"{', '.join(sorted(old))} ({why})")
+    if "attention" in enabled - active:  # a native vLLM outside the releases it was checked on
+        off.append(f"attention (checked on vLLM 0.26-0.31 and {NATIVE_CHECKED}; this vLLM's own TRITON_ATTN serves)")
+    if off:
+        lines.append(("  off here", "; ".join(off)))
     if "draft_tap" in enabled - active:  # a native vLLM outside the releases the tap was checked on
-        why = f"the tap on vLLM's own sampler is checked on vLLM {NATIVE_DRAFTS}"
+        why = f"the tap on vLLM's own sampler is checked on vLLM {NATIVE_CHECKED}"
         lines.append(("  drafts", f"not streamed per step from this vLLM (whole canvases only; {why})"))
     elif "draft_tap" in active and native:
         lines.append(("  drafts", "per step, tapped from vLLM's own DiffusionGemma sampler"))

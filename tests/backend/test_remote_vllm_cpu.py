@@ -203,7 +203,8 @@ print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_na
 def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Path) -> None:
     """vLLM >= 0.32 reworked its DiffusionGemma sampler: our 0.26-era subclass must not replace it (in the real
     vLLM registry; without a draft tap nothing of ours does), the backend sends none of our options but the tap's
-    flag, promises drafts (tapped from vLLM's own sampler) and our MoE config still applies."""
+    flag, promises drafts (tapped from vLLM's own sampler), our MoE config still applies and TRITON_ATTN resolves to
+    our attention backend."""
     env = {**os.environ, "PYTHONPATH": str(installed_layout(tmp_path)), "DGEMMA_VLLM_PLUGIN": "1"}
     env.pop("DGEMMA_DRAFT_TAP", None)
     out = subprocess.run(
@@ -213,7 +214,9 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["native"] is True, got
     assert "dgemma_lsp" not in got["module"] and "DGemmaLsp" not in got["target"], got  # vLLM's own class serves
-    assert got["features"] == ["draft_tap", "moe_config"] and got["drafts"] and got["per_request"], got
+    assert got["features"] == ["attention", "draft_tap", "moe_config"] and got["drafts"] and got["per_request"], got
     assert got["moe_folder"].endswith("moe_configs"), got
-    assert "dgemma_lsp" not in got["attention"], got  # vLLM's own TRITON_ATTN backend
-    assert got["doctor"]["  active"] == "draft_tap, moe_config" and "sampler" in got["doctor"]["  off here"], got
+    # our TRITON_ATTN subclass (checked on 0.32-0.33; tests/backend/test_vllm_attention_cpu.py)
+    assert got["attention"] == "dgemma_lsp.backend.vllm_attention_backend.DGemmaTritonAttentionBackend", got
+    assert got["doctor"]["  active"] == "attention, draft_tap, moe_config", got
+    assert "sampler" in got["doctor"]["  off here"], got

@@ -22,6 +22,8 @@ from dgemma_lsp.backend.vllm_plugin import (
     ALL_FEATURES,
     ATTENTION_BACKEND,
     MODEL_CLASS,
+    NATIVE_CHECKED_FEATURES,
+    OLD_VLLM_FEATURES,
     SAMPLER_FEATURES,
     active_features,
     enabled_features,
@@ -40,7 +42,10 @@ OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
 OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
 NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
 NEW_PLUGIN = VLLMFeatures(
-    version="0.32.0", native_extra_args=True, plugin=True, plugin_features=frozenset({"draft_tap", "moe_config"})
+    version="0.32.0",
+    native_extra_args=True,
+    plugin=True,
+    plugin_features=frozenset({"attention", "draft_tap", "moe_config"}),
 )
 
 
@@ -55,11 +60,13 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
 def test_the_plugin_is_on_unless_switched_off() -> None:
     assert enabled_features({}) == ALL_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == enabled_features({"DGEMMA_VLLM_PLUGIN": "off"}) == set()
-    # on vLLM >= 0.32 the pieces written against 0.26-0.31 stay off: the draft tap (on the releases it was checked
-    # against) and the fused-MoE configs apply
+    # on vLLM >= 0.32 the sampler pieces written against 0.26-0.31 stay off: the draft tap and attention (on the
+    # releases they were checked against) and the fused-MoE configs apply
     assert active_features(False, {}) == ALL_FEATURES
-    assert active_features(True, {}, "0.32.0+cpu") == active_features(True, {}, "0.33.0") == {"draft_tap", "moe_config"}
-    assert active_features(True, {}, "0.34.0") == {"moe_config"}  # vLLM internals the tap was not checked on
+    on_native = {"attention", "draft_tap", "moe_config"}
+    assert active_features(True, {}, "0.32.0+cpu") == active_features(True, {}, "0.33.0") == on_native
+    assert active_features(True, {}, "0.34.0") == {"moe_config"}  # vLLM internals they were not checked on
+    assert NATIVE_CHECKED_FEATURES == {"attention", "draft_tap"} and not NATIVE_CHECKED_FEATURES & OLD_VLLM_FEATURES
     assert SAMPLER_FEATURES < ALL_FEATURES and "attention" not in SAMPLER_FEATURES
 
 
@@ -87,9 +94,9 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
     new = detect_features("0.32.1")
     assert new.native_extra_args and new.per_request
-    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off; the draft tap
-    # around vLLM's own sampler and the MoE config stay
-    assert new.plugin_features == {"draft_tap", "moe_config"} and new.drafts and not new.own_options
+    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off; attention, the
+    # draft tap around vLLM's own sampler and the MoE config stay
+    assert new.plugin_features == {"attention", "draft_tap", "moe_config"} and new.drafts and not new.own_options
     req = CanvasRequest(prompt_ids=[1], canvas_length=32, rng_seed=3, entropy_bound=0.2, want_drafts=True)
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=new)
     # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options

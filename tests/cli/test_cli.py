@@ -192,19 +192,22 @@ def test_doctor_says_the_vllm_plugin_is_inactive_without_vllm(capsys):
 
 def test_doctor_warns_on_a_vllm_outside_the_tested_range():
     """With vLLM 0.33 (its version string and native-options flag given: no vLLM can be installed here) doctor
-    warns, lists what still runs (the draft tap on vLLM's own sampler, the fused-MoE configs) and what the plugin
-    switches off there; past the releases the tap was checked on, drafts are off; 0.26 gets no warning and every
-    default piece."""
+    warns, lists what still runs (attention, the draft tap on vLLM's own sampler, the fused-MoE configs) and what
+    the plugin switches off there; past the releases they were checked on, attention and drafts are off and doctor
+    says why; 0.26 gets no warning and every default piece."""
     from dgemma_lsp.backend.vllm_support import plugin_lines
 
     new = dict(plugin_lines("0.33.0", native=True, environ={}))
     assert new["vllm plugin"].startswith("WARNING: vLLM 0.33.0 is outside the tested range")
-    assert new["  active"] == "draft_tap, moe_config"
+    assert new["  active"] == "attention, draft_tap, moe_config"
     assert "sampler" in new["  off here"] and "draft_tap" not in new["  off here"]
+    assert "attention" not in new["  off here"]
     assert new["  drafts"] == "per step, tapped from vLLM's own DiffusionGemma sampler"
+    assert dict(plugin_lines("0.32.0+cpu", native=True, environ={}))["  active"] == "attention, draft_tap, moe_config"
     later = dict(plugin_lines("0.34.0", native=True, environ={}))
     assert later["  active"] == "moe_config" and "whole canvases only" in later["  drafts"]
     assert "0.32-0.33" in later["  drafts"]
+    assert "attention (checked on vLLM 0.26-0.31 and 0.32-0.33; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
     old = dict(plugin_lines("0.26.0+cu130", native=False, environ={}))
     assert "WARNING" not in old["vllm plugin"]
     assert {"sampler", "draft_tap", "attention", "moe_config"} <= set(old["  active"].split(", "))

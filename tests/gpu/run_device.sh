@@ -16,6 +16,8 @@
 #   kernels     GPU parity of our Triton kernels (no vLLM needed)
 #   transformers  the transformers backend on CUDA (tiny checkpoint and the small model; no vLLM needed)
 #   vllm        the vllm backend's GPU tests: tiny checkpoint end to end, the plugin's pieces against vLLM's
+#               (PYTEST_ARGS: e.g. "-k test_gpu_vllm_attention")
+#   attention   the plugin's attention piece against vLLM's own TRITON_ATTN (no engine; a minute)
 #   lsp-tiny    the language server on the vllm backend over stdio (pytest-lsp), tiny checkpoint
 #   lsp-full    the same on the full-size 26B-A4B config with random weights (FP8 variant's scheme; LSP_FULL_DTYPE=bf16)
 #   keystroke   bench/keystroke_e2e.py on the full-size config: KEYSTROKE_CONFIGS (default in the script) in one run
@@ -28,7 +30,7 @@
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,31p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
@@ -77,7 +79,11 @@ run_stage() {
     timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_transformers_backend.py ;;
   vllm)
     need_kit || return 3; install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_selfcond.py ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_selfcond.py \
+      tests/gpu/test_gpu_vllm_attention.py ${PYTEST_ARGS:-} ;;
+  attention)
+    need_kit || return 3; install_shim
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_attention.py ${PYTEST_ARGS:-} ;;
   lsp-tiny)
     need_kit || return 3; install_shim
     GPU_LSP_MODEL=tiny timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_lsp_vllm.py ${PYTEST_ARGS:-} ;;

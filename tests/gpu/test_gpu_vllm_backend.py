@@ -66,7 +66,7 @@ async def _events(b, req) -> list:
 
 def test_plugin_is_active(backend) -> None:
     d = backend.info().detail
-    assert d["plugin"] and "draft_tap" in d["plugin_features"]
+    assert d["plugin"] and "draft_tap" in d["plugin_features"] and "attention" in d["plugin_features"]
     assert ("sampler" in d["plugin_features"]) is not NATIVE, d  # vLLM's own sampler serves on >= 0.32
 
 

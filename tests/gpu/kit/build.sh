@@ -13,8 +13,8 @@
 #   - the language server and its GPU tests: pygls, lsprotocol, cattrs, attrs, json-repair, pytest-lsp,
 #     pytest-asyncio, and pytest 9 with pluggy / iniconfig (pytest-asyncio 1.x needs a newer pytest than the image's).
 # Writes .kit/part1 ... .kit/partN (ignored), each with one piece and the manifest (sha256 of every piece).
-# KIT=0.33: vLLM 0.33.0 on torch 2.14.0, unpacked, trimmed to Hopper and xz-compressed (payload_033.sh says what
-# it holds); writes .kit-0.33/part1 ... .kit-0.33/partN the same way.
+# KIT=0.33: vLLM 0.33.0 on torch 2.14.0 (FlashAttention-3 kept), unpacked, trimmed to Hopper and xz-compressed
+# (payload_033.sh says what it holds); writes .kit-0.33/part1 ... .kit-0.33/partN the same way.
 # Build cache: $KIT_WORK (default /tmp/dgemma-kit-build, /tmp/dgemma-kit-build-0.33; 0.26: ~300 MB download the
 # first time, seconds after; 0.33: ~1.8 GB download, minutes of compression each build).
 # PART_MB: the size of a piece; default: what the 64 MiB of one call leaves beside the travelling tree, less 2 MB.

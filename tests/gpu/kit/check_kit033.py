@@ -1,4 +1,6 @@
-"""Checks an installed 0.33 kit: versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs.
+"""Checks an installed 0.33 kit: versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs,
+and FlashAttention-3 (the plugin's ``attention`` piece uses it: its kernels load and its op has the 37 arguments
+backend/vllm_attention.py passes).
 
 usage: PYTHONPATH=/tmp/site-0.33 python3 tests/gpu/kit/check_kit033.py [--cpu]
 
@@ -42,6 +44,34 @@ MODULES = (
     "pytest_asyncio",
     "json_repair",
 )
+
+
+FA3_SO = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
+
+
+def _fa3(bad: list[str], cpu: bool) -> None:
+    """FA3's kernels are in the kit (``--cpu``) and, on the GPU, load with the forward op backend/vllm_attention.py
+    calls: 37 arguments, ``seqused_q`` 11th (the kit once stripped them, and vLLM then falls back without a word)."""
+    import os
+
+    import vllm
+
+    if not os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(vllm.__file__)), FA3_SO)):
+        bad.append(f"FA3: {FA3_SO} not in the kit")
+        return
+    if cpu:
+        return
+    import torch
+    from vllm.vllm_flash_attn import flash_attn_interface as fai
+
+    if not fai.FA3_AVAILABLE:
+        bad.append(f"FA3 does not import: {fai.FA3_UNAVAILABLE_REASON}")
+        return
+    names = [a.name for a in torch.ops._vllm_fa3_C.fwd.default._schema.arguments]
+    if len(names) != 37 or names[10] != "seqused_q":
+        bad.append(f"FA3 forward op: {len(names)} arguments {names[:12]}..., want 37 with seqused_q 11th")
+        return
+    print(f"kit: FA3 loads, forward op with {len(names)} arguments")
 
 
 def _gpu(bad: list[str]) -> None:
@@ -100,6 +130,12 @@ def main(argv: list[str]) -> int:
             importlib.import_module(name)
         except Exception as exc:
             bad.append(f"{name} ({type(exc).__name__}: {exc})")
+    if not bad:
+        try:
+            _fa3(bad, cpu)
+        except Exception as exc:
+            traceback.print_exc()
+            bad.append(f"FA3 check ({type(exc).__name__}: {exc})")
     if not cpu and not bad:
         try:
             _gpu(bad)

@@ -9,7 +9,8 @@
 #     runtime version check), cuda-toolkit 13.0.2 (13.0.3 pinned: CUDA minor-version compatible) and
 #     nvidia-nvshmem-cu13 3.4.5 (the same) serve;
 #   - torchvision 0.29.0 (vLLM 0.33's pin; the image's 0.26 is built against torch 2.11);
-#   - vLLM 0.33.0 stripped by strip_vllm_wheel.py, and what its requirements name that the image lacks (pins below,
+#   - vLLM 0.33.0 stripped by strip_vllm_wheel.py, FlashAttention-3's kernels kept (the plugin's `attention` piece
+#     uses them; ~8.4 MB more xz), and what its requirements name that the image lacks (pins below,
 #     resolved against the image's package list) less the GPU-kernel packages the text-only AsyncLLM path on
 #     TRITON_ATTN never imports (flashinfer, CuTe DSL / cutlass, quack, tilelang, tokenspeed-mla, humming-kernels,
 #     cudnn-frontend, fastsafetensors, instanttensor, torchcodec, PyNvVideoCodec, nvtx: the evidence is in
@@ -61,7 +62,7 @@ python3 -m pip download -q --no-deps "${TAGS[@]}" -d "$WORK/dl" "vllm==$VLLM_VER
 echo "payload: wheels in $WORK/dl ($(du -sh "$WORK/dl" | cut -f1)), $(( $(now) - t0 )) s"
 rm -rf "$WORK/wheels" "$WORK/site" && mkdir -p "$WORK/wheels" "$WORK/site"
 VW="$WORK/dl/vllm-$VLLM_VERSION-cp38-abi3-manylinux_2_28_x86_64.whl"
-python3 "$HERE/strip_vllm_wheel.py" "$VW" "$WORK/wheels/$(basename "$VW")"
+python3 "$HERE/strip_vllm_wheel.py" --keep vllm/vllm_flash_attn/_vllm_fa3_C "$VW" "$WORK/wheels/$(basename "$VW")"
 for w in "$WORK"/dl/*.whl; do [ "$w" = "$VW" ] || ln -s "$w" "$WORK/wheels/"; done
 # one wheel of each name (a re-run with other pins leaves older wheels in the cache): the pins decide
 want=("torch==$TORCH_VERSION" "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@")

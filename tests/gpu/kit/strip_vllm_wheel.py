@@ -1,7 +1,9 @@
 """Rebuild a vllm wheel without the parts TRITON_ATTN inference on Hopper does not need (for the device kit).
 
-usage: python3 tests/gpu/kit/strip_vllm_wheel.py IN.whl OUT.whl (build.sh runs it)
-Writes a fresh RECORD (sha256 of every kept file) and prints what was dropped.
+usage: python3 tests/gpu/kit/strip_vllm_wheel.py [--keep PREFIX ...] IN.whl OUT.whl (build.sh runs it)
+``--keep PREFIX`` keeps the entries of DROP_PREFIXES that PREFIX starts (the 0.33 kit keeps FlashAttention-3:
+``--keep vllm/vllm_flash_attn/_vllm_fa3_C``). Writes a fresh RECORD (sha256 of every kept file) and prints what
+was dropped.
 """
 
 import base64
@@ -38,7 +40,17 @@ def b64(d):
     return base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
 
 
-src, dst = sys.argv[1], sys.argv[2]
+args, keep = sys.argv[1:], []
+while args and args[0] == "--keep":
+    keep.append(args[1])
+    args = args[2:]
+if len(args) != 2:
+    sys.exit(__doc__)
+for k in keep:
+    if not any(p.startswith(k) for p in DROP_PREFIXES):
+        sys.exit(f"--keep {k}: no drop prefix starts with it")  # a typo would silently keep nothing
+DROP_PREFIXES = tuple(p for p in DROP_PREFIXES if not any(p.startswith(k) for k in keep))
+src, dst = args
 zin = zipfile.ZipFile(src)
 record_name = next(n for n in zin.namelist() if n.endswith(".dist-info/RECORD"))
 dropped, dropped_bytes, rows = [], 0, []
@@ -69,6 +81,8 @@ top = {}
 for n in dropped:
     k = "/".join(n.split("/")[:3]) + "/" if n.count("/") > 2 else n
     top[k] = top.get(k, 0) + 1
+if keep:
+    print(f"kept: {', '.join(keep)}")
 print(f"dropped {len(dropped)} files, {dropped_bytes / 1e6:.0f} MB unpacked:")
 for k in sorted(top):
     print(f"  {k} ({top[k]} files)")
