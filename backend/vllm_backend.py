@@ -684,7 +684,11 @@ class _CanvasStream:
     """Turns one request's engine outputs (committed canvases) and tapped drafts (one per step) into the contract's
     events, in order: a draft of the next canvas that vLLM's asynchronous scheduling runs before this canvas's
     commit reaches us waits for that commit. With ``early`` (one canvas, drafts tapped) the final draft is the
-    commit: the converged argmax canvas, cut to the width, ``max_tokens`` and the first end token."""
+    commit: the converged argmax canvas, cut to the width, ``max_tokens`` and the first end token.
+
+    Pinned positions of the first canvas show their seed tokens in every draft and in the commit: vLLM >= 0.32
+    holds them in the canvas it denoises but emits (and taps) the argmax canvas, where the model may have put
+    something else (0.26 + our plugin holds them in the argmax too, so this changes nothing there)."""
 
     def __init__(
         self,
@@ -709,8 +713,21 @@ class _CanvasStream:
         # arrival, each commit's; the server turns it into latency samples (lsp/stats.py)
         self.timeline: dict[str, Any] = {"prepare": t_prepared * 1e3, "drafts": [], "commits": []}
         stats.extra["timeline_ms"] = self.timeline
+        extra = mapped.sampling.get("extra_args") or {}
+        seed = extra.get("diffusion_seed_canvas")
+        self.pins = [(p, seed[p]) for p in extra.get("diffusion_pinned") or ()] if seed else []
+
+    def _hold_pins(self, ids: list[int]) -> list[int]:
+        if not self.pins or self.canvas_index:
+            return ids
+        ids = list(ids)
+        for p, t in self.pins:
+            if p < len(ids):
+                ids[p] = t
+        return ids
 
     def _commit(self, new_ids: list[int]) -> tuple[Committed, bool]:
+        new_ids = self._hold_pins(new_ids)
         self.all_ids.extend(new_ids)
         text, eos = self.decode(new_ids)
         self.texts.append(text)
@@ -728,9 +745,9 @@ class _CanvasStream:
         if self.stats.first_draft_s is None:
             self.stats.first_draft_s = time.monotonic() - self.t0
         self.timeline["drafts"].append((time.monotonic() - self.t0) * 1e3)
-        width = self.mapped.canvas_width
-        text, _ = self.decode(ids[:width])
-        return Draft(canvas_index=self.canvas_index, step=step_no, text=text, token_ids=ids[:width])
+        ids = self._hold_pins(ids[: self.mapped.canvas_width])
+        text, _ = self.decode(ids)
+        return Draft(canvas_index=self.canvas_index, step=step_no, text=text, token_ids=ids)
 
     def on_draft(self, step_no: int, ids: list[int], final: bool) -> tuple[list[CanvasEvent], bool, bool]:
         """A tapped step: (events, stop, finished)."""

@@ -249,12 +249,30 @@ async def test_engine_failure_is_one_backend_error_line(tok) -> None:
 async def test_messages_go_through_the_chat_template_and_pins_need_support(tok) -> None:
     from dgemma_lsp.backend.contract import ChatMessage
 
-    backend = FakeEngineVLLMBackend([ids(tok, "ok")], tok)
+    backend = FakeEngineVLLMBackend([ids(tok, "x ok")], tok)
     req = CanvasRequest(messages=[ChatMessage("user", "hi")], seed_text="x = ", pinned=[0], want_drafts=False)
     done = await collect(backend.generate(req))
-    assert done.text == "ok" and done.stats.prompt_tokens > 2
+    assert done.text == "x ok" and done.stats.prompt_tokens > 2
     extra = backend._engine.params[0]["extra_args"]
     assert extra["diffusion_seed_canvas"][:1] == ids(tok, "x = ")[:1] and extra["diffusion_pinned"] == [0]
+
+
+async def test_pinned_positions_show_their_seed_tokens_when_the_engine_emits_others(tok) -> None:
+    # vLLM >= 0.32 holds pins in the canvas it denoises but emits and taps the argmax canvas, which a model may
+    # change there (seen on the H200 with vLLM 0.33 and random weights): the first canvas's drafts and commit
+    # show the seed tokens at the pinned positions; the next canvas is the engine's own
+    seed = ids(tok, "def add(a, b): return a + b")
+    emitted = list(seed)
+    emitted[0], emitted[3] = ids(tok, " x")[0], ids(tok, " y")[0]
+    backend = FakeEngineVLLMBackend([emitted, ids(tok, " z")], tok)
+    req = CanvasRequest(prompt_ids=[2, 5], canvas_length=32, max_new_tokens=64, max_denoising_steps=4,
+                        seed_canvas=seed, pinned=[0, 3])  # fmt: skip
+    evs = [ev async for ev in backend.generate(req)]
+    first = [e for e in evs if isinstance(e, Draft | Committed) and e.canvas_index == 0]
+    assert len(first) == 5 and all(e.token_ids[0] == seed[0] and e.token_ids[3] == seed[3] for e in first)
+    assert all(e.token_ids[1:3] == emitted[1:3] for e in first)  # unpinned positions stay the engine's
+    commits = [e for e in evs if isinstance(e, Committed)]
+    assert commits[0].text == tok.decode(seed[:4] + emitted[4:]) and commits[1].token_ids == ids(tok, " z")
 
 
 async def test_start_warms_the_engine_up_with_short_canvases_over_short_and_1k_prompts(tok) -> None:

@@ -24,7 +24,7 @@ def test_one_call_gives_vllms_per_request_rows(slots: list[int]) -> None:
     pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.models import diffusion_gemma as dg
-    from vllm.v1.worker.gpu.buffer_utils import async_copy_to_gpu
+    from vllm.utils.torch_utils import async_tensor_h2d  # in 0.26 and 0.33 alike
 
     assert overridable(dg.DiffusionGemmaModelState), "the piece would be off on this vLLM"
     torch.manual_seed(0)
@@ -45,7 +45,7 @@ def test_one_call_gives_vllms_per_request_rows(slots: list[int]) -> None:
             SimpleNamespace(model=SimpleNamespace(self_conditioning=mlp)), slots_np, decode, qsl, want, sc
         )
         got = inputs.clone()
-        to_gpu = lambda a: async_copy_to_gpu(a, device=got.device)  # noqa: E731
+        to_gpu = lambda a: async_tensor_h2d(a, device=got.device)  # noqa: E731
         assert apply_batched(mlp, slots_np, decode, qsl, got, sc, to_gpu)
     torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
     assert torch.equal(got[:5], inputs[:5]) and torch.equal(got[int(qsl[-1]) :], inputs[int(qsl[-1]) :])

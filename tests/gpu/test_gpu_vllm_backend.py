@@ -318,16 +318,19 @@ def test_native_vllm_has_what_the_draft_tap_relies_on() -> None:
 
 @pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: the plugin's own sampler serves, by design not vLLM's")
 def test_native_drafts_per_step_and_the_engine_s_own_tokens() -> None:
-    """Two fresh engines with vLLM's default seed serve the same request first: one with the draft tap (drafts per
-    step, in order), one with the plugin off (vLLM alone). The tap changes no token: the texts are equal."""
+    """Two fresh engines with vLLM's default seed and the same plugin pieces serve the same request first: one
+    tapped (drafts per step, in order), one untapped (vLLM's sampler alone: the request does not ask for drafts).
+    The tap changes no token: the texts are equal. (An engine with the plugin off would also lose the attention
+    piece, whose different bf16 rounding may move a token of a random-weight model; test_gpu_vllm_attention.py
+    checks that piece against vLLM's own.)"""
 
-    async def first(plugin: bool) -> list:
-        b = tiny_backend(plugin=plugin, warm_up=False)
+    async def first(tapped: bool) -> list:
+        b = tiny_backend(plugin=True, warm_up=False)
         await b.start()
         try:
-            assert b.features.drafts is plugin
+            assert b.features.drafts
             req = CanvasRequest(prompt_ids=[2, 95, 96, 97], canvas_length=CANVAS, max_new_tokens=2 * CANVAS,
-                                max_denoising_steps=8, want_drafts=plugin)  # fmt: skip
+                                max_denoising_steps=8, want_drafts=tapped)  # fmt: skip
             return await _events(b, req)
         finally:
             await b.aclose()
