@@ -190,21 +190,37 @@ def test_doctor_says_the_vllm_plugin_is_inactive_without_vllm(capsys):
     assert f"vllm{TESTED_RANGE}" in extra
 
 
-def test_doctor_warns_on_a_vllm_outside_the_tested_range():
-    """With vLLM 0.33 (its version string and native-options flag given: no vLLM can be installed here) doctor
-    warns, lists what still runs (attention, the draft tap on vLLM's own sampler, the fused-MoE configs) and what
-    the plugin switches off there; past the releases they were checked on, attention and drafts are off and doctor
-    says why; 0.26 gets no warning and every default piece."""
-    from dgemma_lsp.backend.vllm_support import plugin_lines
+def test_the_extra_s_range_admits_exactly_the_tested_releases():
+    from packaging.specifiers import SpecifierSet
+
+    from dgemma_lsp.backend.vllm_support import TESTED, TESTED_RANGE, in_tested_range
+
+    spec = SpecifierSet(TESTED_RANGE)
+    for minor in range(20, 40):
+        for v in (f"0.{minor}.0", f"0.{minor}.2"):
+            assert (v in spec) is ((0, minor) in TESTED) is in_tested_range(v), v
+    assert in_tested_range("0.33.0+cu130") and not in_tested_range("0.32.0+cpu")
+
+
+def test_doctor_names_the_plugin_pieces_per_vllm_and_warns_outside_the_tested_releases():
+    """With vLLM 0.33 (its version string and native-options flag given: no vLLM can be installed here) doctor says
+    it is tested, lists what runs (attention, the draft tap on vLLM's own sampler, the fused-MoE configs) and what
+    the plugin switches off there; 0.32 (CPU-checked only) and later releases get a warning; past the releases they
+    were checked on, attention and drafts are off and doctor says why; 0.26 gets every default piece."""
+    from dgemma_lsp.backend.vllm_support import TESTED_RANGE, plugin_lines
 
     new = dict(plugin_lines("0.33.0", native=True, environ={}))
-    assert new["vllm plugin"].startswith("WARNING: vLLM 0.33.0 is outside the tested range")
+    assert new["vllm plugin"] == f"vLLM 0.33.0 is in the tested range (vllm{TESTED_RANGE})"
     assert new["  active"] == "attention, draft_tap, moe_config"
     assert "sampler" in new["  off here"] and "draft_tap" not in new["  off here"]
     assert "attention" not in new["  off here"]
     assert new["  drafts"] == "per step, tapped from vLLM's own DiffusionGemma sampler"
     assert dict(plugin_lines("0.32.0+cpu", native=True, environ={}))["  active"] == "attention, draft_tap, moe_config"
+    assert dict(plugin_lines("0.32.0+cpu", native=True, environ={}))["vllm plugin"].startswith(
+        "WARNING: vLLM 0.32.0+cpu is outside the tested range"
+    )
     later = dict(plugin_lines("0.34.0", native=True, environ={}))
+    assert later["vllm plugin"].endswith("the GPU tests ran on vLLM 0.26 and 0.33)")
     assert later["  active"] == "moe_config" and "whole canvases only" in later["  drafts"]
     assert "0.32-0.33" in later["  drafts"]
     assert "attention (checked on vLLM 0.26-0.31 and 0.32-0.33; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
