@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import io
 import random
 import re
 import tokenize
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,13 +85,36 @@ class _Facts:
     text: str
     lines: list[str]
     starts: list[int]  # offset of every line
-    toks: list[tokenize.TokenInfo]
     funcs: list[ast.FunctionDef | ast.AsyncFunctionDef]
     base: int  # document offset of ``text``'s offset 0 (negative by the wrapper line's length when wrapped)
     full: str  # the whole document (names new to it)
 
+    @functools.cached_property
+    def toks(self) -> list[tokenize.TokenInfo]:
+        # on first use: most windows are dropped before a pattern reads a token (no function fits, no site)
+        try:
+            return list(tokenize.generate_tokens(io.StringIO(self.text).readline))
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            return []  # no token, no site: the window gives no plan
+
     def off(self, line: int, col: int) -> int:  # tokenize's 1-based line, character column
         return self.starts[line - 1] + col
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers")
+
+
+def _defs(nodes: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every ``def`` among ``nodes`` and the statement blocks inside them (a def is a statement: no expression is
+    visited, which ``ast.walk`` would)."""
+    for n in nodes:
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield n
+        for field in _BODIES:
+            yield from _defs(getattr(n, field, None) or [])
+        if isinstance(n, ast.Match):
+            for case in n.cases:
+                yield from _defs(case.body)
 
 
 _BOUNDARY = re.compile(r"( {4})?(async def |def |class |@)")
@@ -129,20 +153,15 @@ def _facts(doc: Doc, rng: random.Random, want: Any = None) -> _Facts | None:
         wtext, base = _WRAP + wtext, base - len(_WRAP)
     try:
         tree = ast.parse(wtext)
-        toks = list(tokenize.generate_tokens(io.StringIO(wtext).readline))
-    except (SyntaxError, ValueError, tokenize.TokenError, IndentationError, RecursionError):
+    except (SyntaxError, ValueError, IndentationError, RecursionError):
         return None
     lines = wtext.split("\n")
     starts, pos = [], 0
     for ln in lines:
         starts.append(pos)
         pos += len(ln) + 1
-    funcs = [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.end_lineno and 3 <= n.end_lineno - n.lineno <= 60
-    ]
-    return _Facts(wtext, lines, starts, toks, funcs, base, text)
+    funcs = [n for n in _defs(tree.body) if n.end_lineno and 3 <= n.end_lineno - n.lineno <= 60]
+    return _Facts(wtext, lines, starts, funcs, base, text)
 
 
 def _span_toks(f: _Facts, first: int, last: int) -> list[tokenize.TokenInfo]:

@@ -138,3 +138,15 @@ def test_keystroke_e2e_next_edits_run(tmp_path: Path, tiny_checkpoint: Path) -> 
     assert counts.get("next_edit_offered", 0) + counts.get("next_edit_silent", 0) == 8
     assert ne["offered"] + sum(ne["reasons"].values()) == 4  # an offer or a reason, for every request
     assert "| config | next edits (n) |" in md and f"| {ne['offered']} of 4 | 0 |" in md
+
+
+def test_next_edit_data_runs() -> None:
+    """The next-edit generator's cost benchmark draws real examples from the interpreter's files and reports them."""
+    proc = subprocess.run(
+        [sys.executable, "bench/next_edit_data.py", "--draws", "4", "--seeds", "1", "--files", "80"],
+        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("seed 1: 4 draws, ") and " ms per example, " in line and line.endswith("(80 files)")
+    assert int(line.split(", ")[1].split()[0]) >= 1  # at least one example made
