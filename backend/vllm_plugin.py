@@ -79,7 +79,10 @@ def vllm_has_native_options() -> bool:
             return False
         return hasattr(importlib.import_module("vllm.utils.diffusion"), "validate_diffusion_sampling_params")
     except ImportError:
-        return False
+        # an installed vLLM that does not import here (torch without its CUDA libraries, say): its version decides,
+        # so doctor does not list 0.26-era pieces for a 0.33 install
+        m = re.match(r"(\d+)\.(\d+)", installed_vllm_version() or "")
+        return m is not None and (int(m[1]), int(m[2])) >= (0, 32)
 
 
 def native_checked(version: str | None) -> bool:

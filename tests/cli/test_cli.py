@@ -232,6 +232,27 @@ def test_doctor_names_the_plugin_pieces_per_vllm_and_warns_outside_the_tested_re
     assert off["  active"] == "none (switched off by DGEMMA_VLLM_PLUGIN=0)" and "  off here" not in off
 
 
+def test_doctor_on_a_vllm_033_that_does_not_import_here(tmp_path: Path):
+    """An installed vLLM 0.33 whose import fails (as on a CPU machine where torch finds no CUDA libraries: a stand-in
+    package that raises what torch raises there, with real distribution metadata) is still judged by its version:
+    doctor lists the pieces that run on 0.33, not 0.26's sampler."""
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text(
+        'raise ImportError("libcufile.so.0: cannot open shared object file: No such file or directory")\n'
+    )
+    (site / "vllm-0.33.0.dist-info").mkdir()
+    (site / "vllm-0.33.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.33.0\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "dgemma_lsp.cli", "doctor", "--no-load"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert "vllm          0.33.0" in out and "vllm plugin   vLLM 0.33.0 is in the tested range" in r.stdout
+    assert "  active      attention, draft_tap, moe_config" in out, r.stdout
+    assert any(ln.startswith("  off here    ") and "sampler" in ln for ln in out)
+
+
 def test_doctor_says_what_the_embedded_model_recommends():
     """doctor loads the default model and says which gate and temperatures are in force, and where they come from."""
     r = run_cli("doctor")
