@@ -758,7 +758,7 @@ class _CanvasStream:
         self.step = step_no
         events: list[CanvasEvent] = [self._draft(step_no, ids)] if self.request.want_drafts else []
         if final and self.early:
-            new_ids = ids[: min(self.mapped.canvas_width, self.request.total_new_tokens)]
+            new_ids = self._hold_pins(ids[: min(self.mapped.canvas_width, self.request.total_new_tokens)])
             cut = next((i + 1 for i, t in enumerate(new_ids) if t in self.eos), len(new_ids))
             self.stats.extra["early_commit"] = True
             ev, _ = self._commit(new_ids[:cut])

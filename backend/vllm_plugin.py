@@ -81,15 +81,21 @@ def vllm_has_native_options() -> bool:
     except ImportError:
         # an installed vLLM that does not import here (torch without its CUDA libraries, say): its version decides,
         # so doctor does not list 0.26-era pieces for a 0.33 install
-        m = re.match(r"(\d+)\.(\d+)", installed_vllm_version() or "")
-        return m is not None and (int(m[1]), int(m[2])) >= (0, 32)
+        minor = major_minor(installed_vllm_version())
+        return minor is not None and minor >= (0, 32)
+
+
+def major_minor(version: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a vLLM version string (local / dev suffixes ignored), or None."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def native_checked(version: str | None) -> bool:
     """True for a native-options vLLM release whose internals ``NATIVE_CHECKED_FEATURES`` were checked against
     (0.32-0.33)."""
-    m = re.match(r"(\d+)\.(\d+)", version or "")
-    return m is not None and NATIVE_CHECKED_LOW <= (int(m[1]), int(m[2])) < NATIVE_CHECKED_HIGH
+    minor = major_minor(version)
+    return minor is not None and NATIVE_CHECKED_LOW <= minor < NATIVE_CHECKED_HIGH
 
 
 def active_features(

@@ -5,8 +5,6 @@ Importable without vLLM. The range is the one pyproject's ``[vllm]`` extra names
 
 from __future__ import annotations
 
-import re
-
 from .vllm_plugin import (
     NATIVE_CHECKED_HIGH,
     NATIVE_CHECKED_LOW,
@@ -14,6 +12,7 @@ from .vllm_plugin import (
     active_features,
     enabled_features,
     installed_vllm_version,
+    major_minor,
     vllm_has_native_options,
 )
 
@@ -36,8 +35,7 @@ def vllm_version() -> str | None:
 
 def in_tested_range(version: str) -> bool:
     """True when ``version``'s major.minor is a tested release (local / dev suffixes ignored)."""
-    m = re.match(r"(\d+)\.(\d+)", version)
-    return m is not None and (int(m[1]), int(m[2])) in TESTED
+    return major_minor(version) in TESTED
 
 
 def plugin_lines(

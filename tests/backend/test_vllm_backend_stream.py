@@ -275,6 +275,18 @@ async def test_pinned_positions_show_their_seed_tokens_when_the_engine_emits_oth
     assert commits[0].text == tok.decode(seed[:4] + emitted[4:]) and commits[1].token_ids == ids(tok, " z")
 
 
+async def test_an_end_token_at_a_pinned_position_does_not_end_the_canvas(tok) -> None:
+    # one canvas answered from its final draft: the pins hold before the canvas is cut at its first end token
+    seed = ids(tok, "x = 1\ny = 2")
+    emitted = list(seed)
+    emitted[2] = tok.eos_token_id
+    backend = FakeEngineVLLMBackend([emitted], tok)
+    req = CanvasRequest(prompt_ids=[2], canvas_length=32, max_denoising_steps=4, seed_canvas=seed, pinned=[2],
+                        want_drafts=False)  # fmt: skip
+    done = await collect(backend.generate(req))
+    assert done.text == "x = 1\ny = 2" and done.stats.extra["early_commit"] is True
+
+
 async def test_start_warms_the_engine_up_with_short_canvases_over_short_and_1k_prompts(tok) -> None:
     # the first suggestion must not pay for the kernels' compilation: start() runs short canvases through the path,
     # over a short prompt and over ~1k of context (measured: a short prompt alone left 1.9 s on the first 1k one)
