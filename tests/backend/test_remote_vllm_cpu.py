@@ -29,15 +29,11 @@ from dgemma_lsp.backend.contract import (
 )
 from dgemma_lsp.backend.openai_backend import OpenAIBackend
 from tests.support.remote_servers import ServerProcess, ensure_tiny_llama, vllm_server
-from tests.support.vllm_cpu import installed_layout
+from tests.support.vllm_cpu import OPT_IN, VLLM_PYTHON, installed_layout
 
-VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
 KEY = "sk-vllm-cpu-test-key"
 
-pytestmark = [
-    pytest.mark.vllm_cpu,
-    pytest.mark.skipif(not VLLM_PYTHON, reason="opt-in job: run scripts/test-vllm-cpu.sh (sets DGEMMA_VLLM_PYTHON)"),
-]
+pytestmark = OPT_IN
 
 
 @pytest.fixture(scope="module")

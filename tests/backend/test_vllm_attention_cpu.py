@@ -10,34 +10,20 @@ Its launches need a GPU: the GPU test (tests/gpu/test_gpu_vllm_attention.py) com
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.vllm_cpu import installed_layout
+from tests.support.vllm_cpu import OPT_IN, run_probe
 
-VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
 PROBE = Path(__file__).with_name("vllm_cpu_attention_probe.py")
 
-pytestmark = [
-    pytest.mark.vllm_cpu,
-    pytest.mark.skipif(not VLLM_PYTHON, reason="opt-in job: run scripts/test-vllm-cpu.sh (sets DGEMMA_VLLM_PYTHON)"),
-]
+pytestmark = OPT_IN
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(installed_layout(tmp_path_factory.mktemp("layout"))),
-        "DGEMMA_VLLM_PLUGIN": "1",
-    }
-    out = subprocess.run([VLLM_PYTHON, str(PROBE)], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, tmp_path_factory.mktemp("layout"), timeout=300)
 
 
 def test_triton_attn_resolves_to_our_subclasses(probe: dict) -> None:

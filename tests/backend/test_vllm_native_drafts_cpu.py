@@ -12,32 +12,21 @@ diffusion models ("Model Runner V1 does not support: diffusion models"); the GPU
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support import vllm_surface as vs
-from tests.support.vllm_cpu import installed_layout
+from tests.support.vllm_cpu import OPT_IN, run_probe
 
-VLLM_PYTHON = os.environ.get("DGEMMA_VLLM_PYTHON", "")
 PROBE = Path(__file__).with_name("vllm_cpu_drafts_probe.py")
 
-pytestmark = [
-    pytest.mark.vllm_cpu,
-    pytest.mark.skipif(not VLLM_PYTHON, reason="opt-in job: run scripts/test-vllm-cpu.sh (sets DGEMMA_VLLM_PYTHON)"),
-]
+pytestmark = OPT_IN
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(installed_layout(tmp_path_factory.mktemp("layout"))), "DGEMMA_VLLM_PLUGIN": "1"}
-    env.pop("DGEMMA_DRAFT_TAP", None)
-    out = subprocess.run([VLLM_PYTHON, str(PROBE)], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, tmp_path_factory.mktemp("layout"))
 
 
 def test_the_subclasses_fit_vllm_s_real_classes(probe: dict) -> None:
