@@ -85,21 +85,13 @@ class VLLMFeatures:
         return self.plugin and "extra_args" in self.plugin_features
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits or 0))
-    return tuple(out)
-
-
 def detect_features(version: str | None = None, *, plugin_enabled: bool = True) -> VLLMFeatures:
     """Feature detection by capability, not by version string alone.
 
     ``version`` overrides the installed vLLM's (for tests); native per-request diffusion options are recognised
     by the presence of ``vllm.utils.diffusion.validate_diffusion_sampling_params`` (0.32+).
     """
-    from .vllm_plugin import active_features, vllm_has_native_options
+    from .vllm_plugin import active_features, major_minor, vllm_has_native_options
 
     native = False
     if version is None:
@@ -111,7 +103,7 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
         except ImportError:
             version = ""
     else:
-        native = _version_tuple(version) >= (0, 32)
+        native = (major_minor(version) or (0, 0)) >= (0, 32)
     # the same rule the engine processes apply in register(): on native vLLM our sampler (and what lives in it:
     # commit skip, our copy of the options) stays off, vLLM's own serves, with the draft tap around it on 0.32-0.33
     feats = active_features(native, version=version) if plugin_enabled else frozenset()
