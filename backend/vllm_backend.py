@@ -719,7 +719,6 @@ class _CanvasStream:
         return ids
 
     def _commit(self, new_ids: list[int]) -> tuple[Committed, bool]:
-        new_ids = self._hold_pins(new_ids)
         self.all_ids.extend(new_ids)
         text, eos = self.decode(new_ids)
         self.texts.append(text)
@@ -761,7 +760,7 @@ class _CanvasStream:
     def on_output(self, out: Any) -> tuple[list[CanvasEvent], bool, bool]:
         """An engine output (a committed canvas, or the end): (events, stop, finished)."""
         events: list[CanvasEvent] = []
-        new_ids = list(out.outputs[0].token_ids)
+        new_ids = self._hold_pins(list(out.outputs[0].token_ids))
         if new_ids:
             ev, stop = self._commit(new_ids)
             events.append(ev)
