@@ -15,9 +15,11 @@ records ``didChange``), and states what the region around the cursor should read
 Each case runs through the server's own pipeline (:func:`dgemma_lsp.lsp.next_edit.suggest_once`: region, prompt with
 the edit history, seeded canvas, judge, relatedness and confidence gates). Reported: offered / exact / wrong per
 pattern, false suggestions on ``none``, the model's raw answer exact before the gates, whether the *right* answer
-would pass the gates (their recall), latency::
+would pass the gates (their recall), latency, and how the raw answers line up with the target token by token
+(``alignment``)::
 
-    python bench/next_edit_eval.py --per-pattern 12 --none 24 --threads 1
+    python bench/next_edit_eval.py --per-pattern 12 --none 24 --threads 1 --json rows.json
+    python bench/next_edit_eval.py --rows rows.json   # the report again from the rows, no model run
 """
 
 from __future__ import annotations
@@ -407,7 +409,35 @@ def site_infill(cases: list[Case], backend, settings: Settings) -> dict:  # noqa
     return counts
 
 
-def summarize(rows: list[dict]) -> list[str]:
+def alignment(rows: list[dict], encode: Callable[[str], list[int]]) -> list[str]:
+    """Where the raw answers go wrong, token by token against the target, split by whether the next edit keeps the
+    region's token count: the canvas is seeded position by position with the region, so an edit that inserts or
+    deletes tokens moves every later token of the answer to another position than the seed's."""
+    groups: dict[str, list[int]] = {}
+    for r in rows:
+        if not r["expects_change"]:
+            continue
+        reg, want, raw = encode(r["region"]), encode(r["want"]), encode(r["raw"])
+        first = next((i for i, (a, b) in enumerate(zip(reg, want, strict=False)) if a != b), min(len(reg), len(want)))
+        g = groups.setdefault("same token count" if len(reg) == len(want) else "token count changes", [0] * 7)
+        g[0] += 1
+        g[1] += sum(raw[i] == want[i] for i in range(min(first, len(raw))))
+        g[2] += first
+        g[3] += sum(raw[i] == want[i] for i in range(first, min(len(want), len(raw))))
+        g[4] += len(want) - first
+        g[5] += sum(raw[i] == reg[i] for i in range(first, min(len(reg), len(raw))))
+        g[6] += len(reg) - first
+    out = []
+    for k, g in groups.items():
+        out.append(
+            f"{k}: {g[0]} cases; raw tokens equal to the target's at the same position: before the first edit "
+            f"{g[1]}/{g[2]} ({g[1] / max(g[2], 1):.2f}), from it on {g[3]}/{g[4]} ({g[3] / max(g[4], 1):.2f}); "
+            f"equal to the seed's (the region) from it on {g[5]}/{g[6]} ({g[5] / max(g[6], 1):.2f})"
+        )
+    return out
+
+
+def summarize(rows: list[dict], encode: Callable[[str], list[int]] | None = None) -> list[str]:
     out = [
         "| pattern | cases | offered | exact | offered but wrong | raw answer exact (before the gates) "
         "| raw answer = region unchanged | right answer passes the gates |",
@@ -434,6 +464,7 @@ def summarize(rows: list[dict]) -> list[str]:
         f"wrong suggestions on change cases: {sum(r['offered'] and not r['exact'] for r in change)}/{len(change)}; "
         f"median latency {walls[len(walls) // 2]:.2f} s, max {walls[-1]:.2f} s"
     )
+
     def hunks(a: str, b: str) -> set[tuple[int, int, str]]:
         return {(e.start, e.end, e.new_text) for e in minimal_edits(a, b)}
 
@@ -444,6 +475,8 @@ def summarize(rows: list[dict]) -> list[str]:
         key = (r["reason"] or "offered").split(":")[0].split(" (")[0]
         reasons[key] = reasons.get(key, 0) + 1
     out.append("reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    if encode is not None:
+        out += alignment(rows, encode)
     return out
 
 
@@ -457,12 +490,22 @@ def main() -> None:
     ap.add_argument("--min-confidence", type=float, default=None, help="override the checkpoint's gate")
     ap.add_argument("--json", help="write the per-case rows here")
     ap.add_argument("--list", action="store_true", help="print the cases and exit (no model)")
+    ap.add_argument("--rows", help="report the per-case rows an earlier --json wrote (no model run)")
     ap.add_argument(
         "--site-infill",
         action="store_true",
         help="instead: at each other site of a rename / literal case, can the model's trained infill write the new text?",
     )
     a = ap.parse_args()
+    from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
+
+    if a.rows:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(a.model or SMALL_MODEL_DIR)
+        rows = json.loads(Path(a.rows).read_text())
+        print("\n".join(summarize(rows, lambda s: tok.encode(s, add_special_tokens=False))))
+        return
     cases = build_cases(a.seed, a.per_pattern, a.none)
     if a.list:
         for c in cases:
@@ -470,7 +513,6 @@ def main() -> None:
         return
     import torch
 
-    from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
     from dgemma_lsp.backend.transformers_backend import TransformersBackend
 
     torch.set_num_threads(a.threads)
@@ -495,7 +537,8 @@ def main() -> None:
     rows = asyncio.run(run_all())
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
-    print("\n".join(summarize(rows)))
+    tok = backend.tokenizer
+    print("\n".join(summarize(rows, lambda s: tok.encode(s, add_special_tokens=False))))
 
 
 if __name__ == "__main__":

@@ -150,3 +150,31 @@ def test_next_edit_data_runs() -> None:
     line = proc.stdout.strip().splitlines()[-1]
     assert line.startswith("seed 1: 4 draws, ") and " ms per example, " in line and line.endswith("(80 files)")
     assert int(line.split(", ")[1].split()[0]) >= 1  # at least one example made
+
+
+def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
+    """``--rows`` re-reports saved rows (no model run), with the token-by-token alignment: an answer that copies the
+    seed scores 1.0 against the region after the first edit; the right answer scores 1.0 against the target."""
+
+    def row(region: str, want: str, raw: str) -> dict:
+        return {
+            "pattern": "rename", "source": "x.py:1", "expects_change": True, "offered": False, "exact": raw == want,
+            "raw_exact": raw == want, "raw_unchanged": raw == region, "oracle_passes": True, "reason": "no change",
+            "confidence": 0.5, "steps": 4, "wall_s": 0.1, "region_lines": 2, "region": region, "want": want, "raw": raw,
+        }  # fmt: skip
+
+    longer = ("def f(n):\n    return n + n\n", "def f(n_items_seen):\n    return n_items_seen + n_items_seen\n")
+    same = ("x = 1\ny = 1\n", "x = 2\ny = 2\n")
+    rows = [row(*longer, longer[0]), row(*same, same[1])]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    proc = subprocess.run(
+        [sys.executable, "bench/next_edit_eval.py", "--rows", str(tmp_path / "rows.json")],
+        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "exact-match rate (change cases): 1/2" in out
+    changes = next(line for line in out.splitlines() if line.startswith("token count changes: 1 cases"))
+    assert "equal to the seed's (the region) from it on" in changes and changes.endswith("(1.00)")
+    kept = next(line for line in out.splitlines() if line.startswith("same token count: 1 cases"))
+    assert "(1.00); equal to the seed's" in kept  # the right answer: every token after the first edit is the target's
