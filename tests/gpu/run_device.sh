@@ -26,11 +26,12 @@
 #   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
 #   train       the small model's training (carry .train_data/pack.jsonl.gz; TRAIN_MIN, TRAIN_INIT, TRAIN_ARGS)
 #   train-continue  continue from the last `train` checkpoint on the same warm machine (fresh warmup + cosine)
+#   seed-layout  bench/seed_layout.py's toy on the GPU, SEED_LAYOUT_RUNS ("mode:preset:steps:lr:seed ...") side by side
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,31p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,32p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
@@ -111,6 +112,17 @@ run_stage() {
         --log "$OUT/$st.train.log" ${TRAIN_ARGS:-} ) > "$OUT/$st.train.out" 2>&1
     echo "train exit $?"; tail -n 3 "$OUT/$st.train.out"
     tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d" ;;
+  seed-layout)
+    install_shim; mkdir -p /tmp/sl; i=0; pids=()
+    for r in ${SEED_LAYOUT_RUNS:?mode:preset:steps:lr:seed ...}; do
+      IFS=: read -r mode preset steps lr seed <<< "$r"; i=$((i + 1))
+      timeout "$(( $(left) - 10 ))" python3 bench/seed_layout.py --device cuda --modes "$mode" --preset "$preset" \
+        --train-steps "$steps" --lr "$lr" --seed "${seed:-0}" --eval 400 --minutes "${SEED_LAYOUT_MIN:-7}" --json "$OUT/seed_layout.jsonl" > "/tmp/sl/$i.log" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for f in /tmp/sl/*.log; do echo "-- $f"; grep -v "^\[" "$f" | tail -n 5; grep "^\[" "$f" | tail -n 2; done
+    cat "$OUT/seed_layout.jsonl" ;;
   *) echo "unknown stage $st (see the header of $0)"; return 2 ;;
   esac
 }
