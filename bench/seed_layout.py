@@ -1,10 +1,10 @@
-"""Does a seeded canvas with slack per line let a small denoiser make edits that insert tokens? A toy, on CPU.
+"""Does a seeded canvas with slack per line let a small denoiser make edits that insert tokens? A toy.
 
 A next edit is asked of the model as "the region, rewritten", in a canvas seeded position by position with the
 region: an edit that inserts or deletes tokens moves every later token of the answer to another position than the
 seed's, and the embedded small model does not learn that (bench/RESULTS.md, "17 more minutes of next-edit
-fine-tuning"). This trains two identical tiny DiffusionGemma models (``train.py``'s smoke preset, the trainer's own
-noise and loss) on one synthetic task in two canvas layouts and scores the exact answer:
+fine-tuning"). This trains two identical tiny DiffusionGemma models (a ``train.py`` preset, smoke by default, with
+the trainer's own noise and loss) on one synthetic task in two canvas layouts and scores the answers:
 
 * task: a region of 4 "lines" of word tokens holds a name at 2-3 places; the prompt shows the rename (the name, an
   arrow, the new name of 1-3 tokens) and the region; the answer is the region with every copy renamed (a new name
@@ -15,10 +15,11 @@ noise and loss) on one synthetic task in two canvas layouts and scores the exact
   answer is read).
 
 Both train for the same steps from the same seed and denoise with the same sampler (argmax refinement from the seed,
-``--steps`` passes). Reported per layout: exact answers on held-out examples, split by whether the new name keeps
-the token count::
+``--steps`` passes). Reported per layout: exact answers and lines right (a line equal to the target's line of the same
+index) on held-out examples, split by whether the new name keeps the token count. On CPU or a GPU (``--device``;
+``tests/gpu/run_device.sh seed-layout`` runs several side by side)::
 
-    python bench/seed_layout.py --train-steps 3000 --eval 400
+    python bench/seed_layout.py --train-steps 6000 --lr 3e-3 --eval 400
 """
 
 from __future__ import annotations

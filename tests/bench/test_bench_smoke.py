@@ -15,6 +15,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_report(*args: str) -> str:
+    """Runs a bench script that prints its report (it must exit 0); returns what it printed."""
+    proc = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def run_script(args: list[str], tmp_path: Path) -> tuple[dict, str]:
     out = tmp_path / "result.json"
     md = tmp_path / "result.md"
@@ -142,12 +152,8 @@ def test_keystroke_e2e_next_edits_run(tmp_path: Path, tiny_checkpoint: Path) -> 
 
 def test_next_edit_data_runs() -> None:
     """The next-edit generator's cost benchmark draws real examples from the interpreter's files and reports them."""
-    proc = subprocess.run(
-        [sys.executable, "bench/next_edit_data.py", "--draws", "4", "--seeds", "1", "--files", "80"],
-        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = proc.stdout.strip().splitlines()[-1]
+    stdout = run_report("bench/next_edit_data.py", "--draws", "4", "--seeds", "1", "--files", "80")
+    line = stdout.strip().splitlines()[-1]
     assert line.startswith("seed 1: 4 draws, ") and " ms per example, " in line and line.endswith("(80 files)")
     assert int(line.split(", ")[1].split()[0]) >= 1  # at least one example made
 
@@ -167,12 +173,8 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
     same = ("x = 1\ny = 1\n", "x = 2\ny = 2\n")
     rows = [row(*longer, longer[0]), row(*same, same[1])]
     (tmp_path / "rows.json").write_text(json.dumps(rows))
-    proc = subprocess.run(
-        [sys.executable, "bench/next_edit_eval.py", "--rows", str(tmp_path / "rows.json")],
-        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    stdout = run_report("bench/next_edit_eval.py", "--rows", str(tmp_path / "rows.json"))
+    out = stdout
     assert "exact-match rate (change cases): 1/2" in out
     changes = next(line for line in out.splitlines() if line.startswith("token count changes: 1 cases"))
     assert "equal to the seed's (the region) from it on" in changes and changes.endswith("(1.00)")
@@ -182,12 +184,8 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
 
 def test_seed_layout_toy_runs() -> None:
     """The seed-layout toy trains both layouts a few steps through the trainer's own loss and reports each."""
-    proc = subprocess.run(
-        [sys.executable, "bench/seed_layout.py", "--train-steps", "3", "--batch", "8", "--eval", "50"],
-        cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("| aligned |", "| slack |"))]
+    stdout = run_report("bench/seed_layout.py", "--train-steps", "3", "--batch", "8", "--eval", "50")
+    rows = [line for line in stdout.splitlines() if line.startswith(("| aligned |", "| slack |"))]
     assert len(rows) == 2
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
