@@ -1,4 +1,4 @@
-"""What one next-edit training example costs a data worker (``backend/train/next_edit_task.py``), on this CPU.
+"""What one next-edit training example costs a data worker (``training/next_edit_task.py``), on this CPU.
 
 The trainer's data workers draw next edits with ``next_edit_from`` over their share of the interpreter's Python files
 (``sources.iter_python``), with the embedded small model's tokenizer, as ``train.py``'s workers do. Prints ms per
@@ -26,8 +26,8 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from dgemma_lsp.backend.train import sources
-    from dgemma_lsp.backend.train.next_edit_task import next_edit_from
+    from training import sources
+    from training.next_edit_task import next_edit_from
 
     tok = AutoTokenizer.from_pretrained(ROOT / "backend" / "models" / "small")
     docs = list(sources.iter_python("train", a.files, salt="1"))

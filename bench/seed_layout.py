@@ -91,7 +91,7 @@ def run(mode: str, a: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache
 
-    from dgemma_lsp.backend.train.train import loss_on_batch, make_config, to_tensors
+    from training.train import loss_on_batch, make_config, to_tensors
 
     canvas = LINES * (6 + 2 * 2 + 1) + 4 if mode == "aligned" else LINES * (6 + SLACK + 1) + 4
     torch.manual_seed(a.seed)

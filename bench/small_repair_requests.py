@@ -17,7 +17,7 @@ import random
 import torch
 
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
-from dgemma_lsp.backend.train import evaluate, tasks
+from training import evaluate, tasks
 from dgemma_lsp.backend.transformers_backend import TransformersBackend
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.diagnostics import find_issues

@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from transformers import DiffusionGemmaForBlockDiffusion
 
-    from dgemma_lsp.backend.train import train as T
-    from dgemma_lsp.backend.train.experts import use_dense_experts, use_fast_layers
+    from training import train as T
+    from training.experts import use_dense_experts, use_fast_layers
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -32,15 +32,16 @@ __all__ = [
     "language_name",
 ]
 
-INFILL_FORMAT_VERSION = 1
+INFILL_FORMAT_VERSION = 2
 # Unlikely in real code, stable across tokenizers (plain ASCII), and easy to spot if the model echoes it.
 CURSOR_MARKER = "<|CURSOR|>"
 SELECTION_START = "<|SELECTION|>"
 SELECTION_END = "<|/SELECTION|>"
 
 INFILL_INSTRUCTION = (
-    f"Fill in the code at {CURSOR_MARKER} in the file below. Reply with only the text to insert there: "
-    "no explanation, no code fence, no code that is already there."
+    f"Fill in the code at {CURSOR_MARKER} in the file below, shown as the code after {CURSOR_MARKER} and then the "
+    f"code up to {CURSOR_MARKER}. Reply with only the text to insert there: no explanation, no code fence, no code "
+    "that is already there."
 )
 _SINGLE_TASK = f"Complete the line at {CURSOR_MARKER}. Reply with one line."
 _MULTI_TASK = f"Write the missing lines at {CURSOR_MARKER}. Reply with only those lines."
@@ -96,25 +97,25 @@ def _fenced(code: str, language_id: str, fence: str) -> str:
 def build_infill_messages(ctx: CursorContext, plan: CompletionPlan, history: str = "") -> list[ChatMessage]:
     """One user message asking for the text at the cursor (format :data:`INFILL_FORMAT_VERSION`).
 
-    Lines: the instruction (:data:`INFILL_INSTRUCTION`), language, path, optional snippets (each fenced), the
-    code fenced with the cursor marker, the document's recent edits as a fenced diff when ``history`` is given
-    (:mod:`.edit_history`; without it the prompt is exactly the trained format), then a one-line task that depends
-    on ``plan.mode``. What changes on a keystroke comes after the text before the cursor, so the engine's prefix
-    cache keeps that text between keystrokes. A single user turn (no system role) renders through every Gemma chat
-    template, including those that reject system turns.
+    Lines: the instruction (:data:`INFILL_INSTRUCTION`), language, path, optional snippets (each fenced), the code
+    after the cursor (fenced), the code up to the cursor ending with the cursor marker (fenced), the document's
+    recent edits as a fenced diff when ``history`` is given (:mod:`.edit_history`; without it the prompt is exactly
+    the trained format), then a one-line task that depends on ``plan.mode``. Typing at the cursor changes only what
+    follows the text before the cursor, so a prefix cache (the embedded model's between keystrokes, an engine's)
+    keeps everything else. A single user turn (no system role) renders through every Gemma chat template, including
+    those that reject system turns.
     """
-    code = ctx.prefix + CURSOR_MARKER + ctx.suffix
     parts = [INFILL_INSTRUCTION, f"Language: {language_name(ctx.language_id)}"]
     if ctx.path:
         parts.append(f"Path: {ctx.path}")
     for snip in ctx.snippets:
         fence = fence_for(snip.text)
         parts.append(f"Related file {snip.path}:\n{_fenced(snip.text, snip.language_id or ctx.language_id, fence)}")
-    fence = fence_for(code)
-    parts.append(f"Code:\n{_fenced(code, ctx.language_id, fence)}")
+    fence = fence_for(ctx.prefix, ctx.suffix)
+    parts.append(f"Code after {CURSOR_MARKER}:\n{_fenced(ctx.suffix, ctx.language_id, fence)}")
+    parts.append(f"Code up to {CURSOR_MARKER}:\n{_fenced(ctx.prefix + CURSOR_MARKER, ctx.language_id, fence)}")
     if history:
-        # after the code: each keystroke changes the history, and whatever follows a change misses the engine's
-        # prefix cache (the document before the cursor would be prefilled again on every keystroke)
+        # after the code: each keystroke changes the history, and whatever follows a change misses the prefix cache
         hfence = fence_for(history)
         parts.append(f"Recent edits (oldest first):\n{hfence}diff\n{history}\n{hfence}")
     parts.append(_SINGLE_TASK if plan.mode == "single" else _MULTI_TASK)

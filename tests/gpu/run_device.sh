@@ -107,7 +107,7 @@ run_stage() {
     export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     if [ "$st" = train ]; then d=/tmp/small-a; init=(${TRAIN_INIT:+--init "$TRAIN_INIT"})
     else d=/tmp/small-b; init=(--init "${TRAIN_INIT:-/tmp/small-a}"); fi
-    ( cd /tmp && timeout "$(left)" python3 -m dgemma_lsp.backend.train.train "${init[@]}" --out "$d" \
+    ( cd /tmp && timeout "$(left)" python3 -m training.train "${init[@]}" --out "$d" \
         --minutes "${TRAIN_MIN:-8}" --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz \
         --log "$OUT/$st.train.log" ${TRAIN_ARGS:-} ) > "$OUT/$st.train.out" 2>&1
     echo "train exit $?"; tail -n 3 "$OUT/$st.train.out"

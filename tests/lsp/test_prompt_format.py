@@ -20,23 +20,15 @@ from dgemma_lsp.lsp.prompt import (
 
 DOC = "import math\n\ndef area(r):\n    return \n"
 
-# Changing this text changes what the trained model sees: bump INFILL_FORMAT_VERSION and retrain (issue 8).
-GOLDEN_V1 = """Fill in the code at <|CURSOR|> in the file below. Reply with only the text to insert there: \
-no explanation, no code fence, no code that is already there.
-Language: Python
-Path: geo/shapes.py
-Related file geo/consts.py:
-```python
-PI = 3.14159
-```
-Code:
-```python
-import math
-
-def area(r):
-    return <|CURSOR|>
-```
-Complete the line at <|CURSOR|>. Reply with one line."""
+# Changing this text changes what the trained model sees: bump INFILL_FORMAT_VERSION and retrain the small model.
+GOLDEN_V2 = (
+    "Fill in the code at <|CURSOR|> in the file below, shown as the code after <|CURSOR|> and then the code up to "
+    "<|CURSOR|>. Reply with only the text to insert there: no explanation, no code fence, no code that is already "
+    "there.\nLanguage: Python\nPath: geo/shapes.py\nRelated file geo/consts.py:\n```python\nPI = 3.14159\n```\n"
+    "Code after <|CURSOR|>:\n```python\n\n```\n"  # after the cursor: the rest of the line (empty), the last newline
+    "Code up to <|CURSOR|>:\n```python\nimport math\n\ndef area(r):\n    return <|CURSOR|>\n```\n"
+    "Complete the line at <|CURSOR|>. Reply with one line."
+)
 
 
 def _ctx(doc: str, offset: int, language_id: str = "python", **kw):
@@ -49,19 +41,21 @@ def _ctx(doc: str, offset: int, language_id: str = "python", **kw):
 def test_infill_prompt_is_stable() -> None:
     ctx = _ctx(DOC, DOC.index("return ") + 7, snippets=[Snippet("geo/consts.py", "PI = 3.14159\n", "python")])
     messages = build_infill_messages(ctx, plan_completion(ctx, Settings()))
-    assert INFILL_FORMAT_VERSION == 1
+    assert INFILL_FORMAT_VERSION == 2
     assert [m.role for m in messages] == ["user"]
-    assert messages[0].content == GOLDEN_V1
+    assert messages[0].content == GOLDEN_V2
 
 
-def test_a_keystroke_leaves_the_prompt_before_the_cursor_unchanged() -> None:
-    """The engine's prefix cache keeps what did not change: the edit history (new on every keystroke) must come
-    after the document's text before the cursor, or the whole document is prefilled again on each keystroke."""
+def test_a_keystroke_changes_only_the_prompt_after_the_cursor() -> None:
+    """A prefix cache keeps what did not change: the code after the cursor comes first and the edit history (new on
+    every keystroke) after the code up to the cursor, so typing changes only the prompt's tail."""
     ctx = _ctx(DOC, DOC.index("return ") + 7)
     plan = plan_completion(ctx, Settings())
     a = build_infill_messages(ctx, plan, "@@ line 4\n-    return\n+    return ")[0].content
-    b = build_infill_messages(ctx, plan, "@@ line 4\n-    return\n+    return r")[0].content
-    head = a[: a.index(CURSOR_MARKER, a.index("Code:"))]  # up to the cursor in the code
+    typed = DOC[: DOC.index("return ") + 7] + "r" + DOC[DOC.index("return ") + 7 :]
+    ctx_b = _ctx(typed, typed.index("return ") + 8)
+    b = build_infill_messages(ctx_b, plan, "@@ line 4\n-    return\n+    return r")[0].content
+    head = a[: a.rindex(CURSOR_MARKER + "\n```")]  # everything up to the cursor in the code
     assert "import math" in head and "Recent edits" not in head
     assert b.startswith(head)
 
@@ -72,7 +66,7 @@ def test_multi_line_task_and_verbatim_code() -> None:
     content = build_infill_messages(ctx, plan_completion(ctx, Settings()))[0].content
     assert content.endswith(f"Write the missing lines at {CURSOR_MARKER}. Reply with only those lines.")
     assert f"```python\ndef f(x):\n    {CURSOR_MARKER}\n```" in content
-    assert content.count(CURSOR_MARKER) == 3  # instruction, code, task
+    assert content.count(CURSOR_MARKER) == 7  # instruction (3), the two code labels, the code, the task
 
 
 def test_code_with_backticks_gets_a_longer_fence() -> None:

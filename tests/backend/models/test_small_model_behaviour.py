@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR, default_model
-from dgemma_lsp.backend.train import tasks
-from dgemma_lsp.backend.train import train as T
+from training import tasks
+from training import train as T
 
 MAX_BYTES = 25 * 1024 * 1024
 
@@ -114,7 +114,7 @@ def test_model_repairs_some_held_out_json(backend) -> None:
     """``fix --repair model``'s path on 18 held-out synthetic breakages (2 of each of the 9 kinds): the shipped model
     fixes most of them, keeping every value (v9 fixes 11 of these 18; v6 fixed 12, v5 7),
     and every fix it returns parses (the repair validates before it returns)."""
-    from dgemma_lsp.backend.train import evaluate
+    from training import evaluate
     from dgemma_lsp.config import Settings
 
     settings, _ = Settings().merged(evaluate.SMALL_SETTINGS)

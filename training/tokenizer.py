@@ -4,7 +4,7 @@ Same special tokens and ids as ``backend/fixtures/tiny.py`` (<pad>=0 <eos>=1 <bo
 <start_of_turn> <end_of_turn>) and the same Gemma-style chat template, so every code path that serves the
 fixture serves this model. Digits are split one per token so JSON numbers copy exactly.
 
-    python -m dgemma_lsp.backend.train.tokenizer --pack .train_data/pack.jsonl.gz --out backend/models/small
+    python -m training.tokenizer --pack .train_data/pack.jsonl.gz --out backend/models/small
 """
 
 from __future__ import annotations

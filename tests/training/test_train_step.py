@@ -10,8 +10,8 @@ import pytest
 import torch
 import transformers
 
-from dgemma_lsp.backend.train import train as T
-from dgemma_lsp.backend.train.experts import NAME, use_dense_experts
+from training import train as T
+from training.experts import NAME, use_dense_experts
 
 VOCAB = 4096
 
@@ -132,7 +132,7 @@ def test_a_second_run_takes_up_the_first_runs_decay() -> None:
 def test_fast_layers_match_transformers_layers() -> None:
     """The training-only router (gather) and RMS norm (fused ``torch.rms_norm``) forwards: same loss and gradients
     as transformers' own forwards, and switching back restores them."""
-    from dgemma_lsp.backend.train.experts import use_fast_layers
+    from training.experts import use_fast_layers
 
     model = _model()
     use_dense_experts(model)

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from dgemma_lsp.backend.train import sources, tasks
-from dgemma_lsp.backend.train.evaluate import table_ok
+from training import sources, tasks
+from training.evaluate import table_ok
 from dgemma_lsp.lsp.context import build_context, plan_completion
 from dgemma_lsp.lsp.prompt import build_infill_messages
 

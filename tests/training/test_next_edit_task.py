@@ -13,8 +13,8 @@ import pytest
 
 from dgemma_lsp.backend.contract import Done, Stats
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
-from dgemma_lsp.backend.train import next_edit_task as NE
-from dgemma_lsp.backend.train import sources, tasks
+from training import next_edit_task as NE
+from training import sources, tasks
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.documents import DocumentStore
 from dgemma_lsp.lsp.edit_history import EditHistory
@@ -191,7 +191,7 @@ def test_stream_mixes_next_edits_in_only_when_asked(tok, docs) -> None:
 
 def test_workers_make_next_edit_items_for_the_trainer(tok) -> None:
     """``--next-edit-frac`` reaches the data workers: their chunks hold seeded next-edit items, batched with repair."""
-    from dgemma_lsp.backend.train import train as T
+    from training import train as T
 
     T._worker_init("", str(SMALL_MODEL_DIR), 40, "train", None, 1.0)
     items = T._make_chunk(11, n=6)
@@ -206,7 +206,7 @@ def test_a_few_cpu_training_steps_with_next_edits_mixed_in(tmp_path) -> None:
     import subprocess
 
     out = tmp_path / "ckpt"
-    cmd = [sys.executable, "-m", "dgemma_lsp.backend.train.train", "--out", str(out), "--preset", "smoke"]
+    cmd = [sys.executable, "-m", "training.train", "--out", str(out), "--preset", "smoke"]
     cmd += ["--minutes", "0.04", "--workers", "1", "--python-files", "30", "--pack", str(tmp_path / "none")]
     cmd += ["--device", "cpu", "--no-tokenizer", "--tokens-per-batch", "3000", "--max-batch", "8"]
     cmd += ["--next-edit-frac", "0.5", "--mix-repair", "0.6", "--host-threads", "1", "--save-every", "1000"]

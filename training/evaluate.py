@@ -11,7 +11,7 @@
   header);
 * CPU latency of one 32-token canvas (``denoising_steps`` steps) on a ~300-token prompt.
 
-    python -m dgemma_lsp.backend.train.evaluate --model backend/models/small --n-infill 150 --out eval.json
+    python -m training.evaluate --model backend/models/small --n-infill 150 --out eval.json
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ sampler's), as in the generate loop after its first step.
 The prompt is left-padded per batch; the masks are built here as 4-D boolean masks (pads never attend or
 get attended; RoPE is relative, so the left shift of positions changes nothing).
 
-    python -m dgemma_lsp.backend.train.train --out /tmp/small --minutes 7 --pack .train_data/pack.jsonl.gz
+    python -m training.train --out /tmp/small --minutes 7 --pack .train_data/pack.jsonl.gz
 
 Runs on CPU for a smoke test (``--preset smoke --minutes 0.5``) and on one GPU for the real run.
 """

@@ -1,1 +1,0 @@
-"""The small model's training (backend/train/): its data and its training step."""

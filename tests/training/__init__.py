@@ -1,0 +1,1 @@
+"""The small model's training (training/): its data and its training step."""
