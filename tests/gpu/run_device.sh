@@ -26,6 +26,9 @@
 #   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
 #   train       the small model's training (carry .train_data/pack.jsonl.gz; TRAIN_MIN, TRAIN_INIT, TRAIN_ARGS)
 #   train-continue  continue from the last `train` checkpoint on the same warm machine (fresh warmup + cosine)
+#   lean-train  the embedded model's trainer (training/lean_train.py; carry .train_data): LEAN_MIN minutes, LEAN_ARGS;
+#               LEAN_INIT=/tmp/lean continues the last run on the same warm machine. The int8 checkpoint comes back as
+#               $OUT/lean-int8.tar, the log as $OUT/lean.log, the corpus manifest of this machine as $OUT/corpus.json
 #   seed-layout  bench/seed_layout.py's toy on the GPU, SEED_LAYOUT_RUNS ("mode:preset:steps:lr:seed ...") side by side
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
@@ -112,6 +115,19 @@ run_stage() {
         --log "$OUT/$st.train.log" ${TRAIN_ARGS:-} ) > "$OUT/$st.train.out" 2>&1
     echo "train exit $?"; tail -n 3 "$OUT/$st.train.out"
     tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d" ;;
+  lean-train)
+    install_shim; export PYTHONPATH="$PWD:$PYTHONPATH" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    [ -f "$OUT/corpus.json" ] || [ -n "${LEAN_INIT:-}" ] || timeout 120 python3 -m training.corpus manifest \
+        --pack .train_data/pack-v2.jsonl.gz --out "$OUT/corpus.json" > "$OUT/corpus.out" 2>&1
+    rm -rf /tmp/lean-next
+    timeout "$(( $(left) - 40 ))" python3 -m training.lean_train ${LEAN_INIT:+--init "$LEAN_INIT"} --out /tmp/lean-next \
+        --minutes "${LEAN_MIN:-8}" --workers 14 --pack .train_data/pack-v2.jsonl.gz --log "$OUT/lean.log" \
+        ${LEAN_ARGS:-} > "$OUT/lean.out" 2>&1
+    echo "lean_train exit $?"; grep -v "^\[" "$OUT/lean.out" | tail -n 20; tail -n 4 "$OUT/lean.log"
+    if [ -d /tmp/lean-next ]; then
+      rm -rf /tmp/lean && mv /tmp/lean-next /tmp/lean
+      python3 -m training.export_int8 /tmp/lean /tmp/lean-int8 && tar cf "$OUT/lean-int8.tar" -C /tmp lean-int8
+    fi ;;
   seed-layout)
     install_shim; mkdir -p /tmp/sl; i=0; pids=()
     for r in ${SEED_LAYOUT_RUNS:?mode:preset:steps:lr:seed ...}; do

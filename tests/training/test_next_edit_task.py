@@ -13,8 +13,6 @@ import pytest
 
 from dgemma_lsp.backend.contract import Done, Stats
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
-from training import next_edit_task as NE
-from training import sources, tasks
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.documents import DocumentStore
 from dgemma_lsp.lsp.edit_history import EditHistory
@@ -22,6 +20,8 @@ from dgemma_lsp.lsp.next_edit import NextEditEngine
 from dgemma_lsp.lsp.repair import apply_edits
 from dgemma_lsp.lsp.repair.edits import Edit
 from dgemma_lsp.lsp.stats import Stats as ServerStats
+from training import next_edit_task as NE
+from training import sources, tasks
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from training import sources, tasks
-from training.evaluate import table_ok
 from dgemma_lsp.lsp.context import build_context, plan_completion
 from dgemma_lsp.lsp.prompt import build_infill_messages
+from training import sources, tasks
+from training.evaluate import table_ok
 
 
 def count_tokens(text: str) -> int:
