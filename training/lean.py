@@ -109,6 +109,8 @@ class PackedDiffusionGemma(nn.Module):
         self.eps = tc.rms_norm_eps
         self.softcap = tc.final_logit_softcapping
         self.layer_types = list(tc.layer_types)
+        self._layer: Any = _layer_forward
+        self._head: Any = _head_loss
 
     def embed(self, ids: torch.Tensor, canvas: torch.Tensor, sc_soft: torch.Tensor | None) -> torch.Tensor:
         """Prompt tokens: the scaled embedding (encoder). Canvas tokens: the decoder's self-conditioning block on it,
@@ -128,65 +130,23 @@ class PackedDiffusionGemma(nn.Module):
         probs = logits.softmax(dim=-1, dtype=torch.float32).to(w.dtype)
         return (probs @ w) * self.dec.embed_tokens.embed_scale.to(w.dtype)
 
-    def _attention(self, layer: Any, x: torch.Tensor, cos_sin: tuple, mask: Any) -> torch.Tensor:
-        from transformers.models.diffusion_gemma.modeling_diffusion_gemma import apply_rotary_pos_emb
+    def compile(self) -> None:  # type: ignore[override]
+        """Compile one layer (a graph per layer kind, shared by the layers of that kind: quick to compile) and the
+        head; the Python loop over layers stays eager."""
+        import torch._dynamo
 
-        a = layer.self_attn
-        B, S, _ = x.shape
-        hd = a.head_dim
-        cos, sin = cos_sin
-        q = a.q_proj(x).view(B, S, -1, hd)
-        q = apply_rotary_pos_emb(_rms(q, a.q_norm.weight, self.eps), cos, sin, unsqueeze_dim=2).transpose(1, 2)
-        k_raw = a.k_proj(x).view(B, S, -1, hd)
-        v = a.v_proj(x).view(B, S, -1, hd) if a.v_proj is not None else k_raw  # full-attention layers: K = V
-        k = apply_rotary_pos_emb(_rms(k_raw, a.k_norm.weight, self.eps), cos, sin, unsqueeze_dim=2).transpose(1, 2)
-        v = _rms(v, None, self.eps).transpose(1, 2)
-        if isinstance(mask, torch.Tensor):
-            rep = q.shape[1] // k.shape[1]
-            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
-        else:
-            from torch.nn.attention.flex_attention import flex_attention
-
-            o = flex_attention(q, k, v, block_mask=mask, scale=1.0, enable_gqa=True)
-        return a.o_proj(o.transpose(1, 2).reshape(B, S, -1))
-
-    def _moe(self, layer: Any, residual: torch.Tensor) -> torch.Tensor:
-        """Router and experts as the reference computes them; every expert runs on every token (few, small experts:
-        dense batched matmuls beat gathering tokens per expert) and unrouted experts get weight 0."""
-        r = layer.router
-        flat = residual.reshape(-1, residual.shape[-1])
-        h = _rms(flat, None, self.eps) * r.scale * r.scalar_root_size
-        probs = F.softmax(r.proj(h), dim=-1, dtype=torch.float32)
-        top_w, top_i = torch.topk(probs, k=self.tc.top_k_experts, dim=-1)
-        top_w = top_w / top_w.sum(dim=-1, keepdim=True)
-        top_w = top_w * r.per_expert_scale[top_i]
-        dense_w = torch.zeros_like(probs).scatter(1, top_i, top_w)  # [T, E]
-        ex = layer.experts
-        x = _rms(flat, layer.pre_feedforward_layernorm_2.weight, self.eps)
-        gu = torch.einsum("td,eod->teo", x, ex.gate_up_proj.to(x.dtype))
-        gate, up = gu.chunk(2, dim=-1)
-        act = ex.act_fn(gate) * up
-        out = torch.einsum("tei,edi->ted", act, ex.down_proj.to(x.dtype))
-        out = (out * dense_w.to(out.dtype)[..., None]).sum(1)
-        return out.reshape(residual.shape)
+        # one graph per layer kind; the limits are per function, and every layer is a call of it
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(self.layer_types))
+        self._layer = torch.compile(_layer_forward, dynamic=False)
+        self._head = torch.compile(_head_loss, dynamic=False)
 
     def hidden(self, batch: PackedBatch, mask: Any, sc_soft: torch.Tensor | None = None) -> torch.Tensor:
         dec = self.dec
         x = self.embed(batch.ids, batch.canvas, sc_soft)
-        pos = batch.pos
-        cos_sin = {t: dec.rotary_emb(x, pos, t) for t in set(self.layer_types)}
+        cos_sin = {t: dec.rotary_emb(x, batch.pos, t) for t in set(self.layer_types)}
         for i, layer in enumerate(dec.layers):
-            res = x
-            h = _rms(x, layer.input_layernorm.weight, self.eps)
-            h = self._attention(layer, h, cos_sin[self.layer_types[i]], mask)
-            x = res + _rms(h, layer.post_attention_layernorm.weight, self.eps)
-            res = x
-            h = _rms(x, layer.pre_feedforward_layernorm.weight, self.eps)
-            h1 = _rms(layer.mlp(h), layer.post_feedforward_layernorm_1.weight, self.eps)
-            h2 = _rms(self._moe(layer, res), layer.post_feedforward_layernorm_2.weight, self.eps)
-            x = res + _rms(h1 + h2, layer.post_feedforward_layernorm.weight, self.eps)
-            x = x * layer.layer_scalar.to(x.dtype)
+            cos, sin = cos_sin[self.layer_types[i]]
+            x = self._layer(layer, x, cos, sin, mask, self.eps, self.tc.top_k_experts)
         return _rms(x, dec.norm.weight, self.eps)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -209,13 +169,84 @@ class PackedDiffusionGemma(nn.Module):
             with torch.no_grad():
                 first = self.logits(self.hidden(batch, mask)) / sc_temperature
                 sc_soft = self.soft_embedding(first) * batch.sc_on[..., None].to(first.dtype)
-        logits = self.logits(self.hidden(batch, mask, sc_soft))
-        ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), batch.target.view(-1), reduction="none")
-        ce = ce.view(batch.target.shape)
-        cw, aw = batch.canvas_w, batch.ar_w
-        canvas_loss = (ce * cw).sum() / cw.sum().clamp(min=1)
-        ar_loss = (ce * aw).sum() / (aw > 0).sum().clamp(min=1)
+        h = self.hidden(batch, mask, sc_soft)
+        canvas_loss, ar_loss = self._head(h, self.model.lm_head.weight, self.softcap, batch.target, batch.canvas_w,
+                                          batch.ar_w)  # fmt: skip
         return canvas_loss + ar_loss, {"canvas": canvas_loss.detach(), "ar": ar_loss.detach()}
+
+
+def _attention(layer: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: Any, eps: float) -> torch.Tensor:
+    from transformers.models.diffusion_gemma.modeling_diffusion_gemma import apply_rotary_pos_emb
+
+    a = layer.self_attn
+    B, S, _ = x.shape
+    hd = a.head_dim
+    q = a.q_proj(x).view(B, S, -1, hd)
+    q = apply_rotary_pos_emb(_rms(q, a.q_norm.weight, eps), cos, sin, unsqueeze_dim=2).transpose(1, 2)
+    k_raw = a.k_proj(x).view(B, S, -1, hd)
+    v = a.v_proj(x).view(B, S, -1, hd) if a.v_proj is not None else k_raw  # full-attention layers: K = V
+    k = apply_rotary_pos_emb(_rms(k_raw, a.k_norm.weight, eps), cos, sin, unsqueeze_dim=2).transpose(1, 2)
+    v = _rms(v, None, eps).transpose(1, 2)
+    if isinstance(mask, torch.Tensor):
+        rep = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
+    else:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        o = flex_attention(q, k, v, block_mask=mask, scale=1.0, enable_gqa=True)
+    return a.o_proj(o.transpose(1, 2).reshape(B, S, -1))
+
+
+def _moe(layer: Any, residual: torch.Tensor, eps: float, top_k: int) -> torch.Tensor:
+    """Router and experts as the reference computes them; every expert runs on every token (few, small experts:
+    dense batched matmuls beat gathering tokens per expert) and unrouted experts get weight 0."""
+    r = layer.router
+    flat = residual.reshape(-1, residual.shape[-1])
+    h = _rms(flat, None, eps) * r.scale * r.scalar_root_size
+    probs = F.softmax(r.proj(h), dim=-1, dtype=torch.float32)
+    top_w, top_i = torch.topk(probs, k=top_k, dim=-1)
+    top_w = top_w / top_w.sum(dim=-1, keepdim=True)
+    top_w = top_w * r.per_expert_scale[top_i]
+    dense_w = torch.zeros_like(probs).scatter(1, top_i, top_w)  # [T, E]
+    ex = layer.experts
+    x = _rms(flat, layer.pre_feedforward_layernorm_2.weight, eps)
+    gu = torch.einsum("td,eod->teo", x, ex.gate_up_proj.to(x.dtype))
+    gate, up = gu.chunk(2, dim=-1)
+    act = ex.act_fn(gate) * up
+    out = torch.einsum("tei,edi->ted", act, ex.down_proj.to(x.dtype))
+    out = (out * dense_w.to(out.dtype)[..., None]).sum(1)
+    return out.reshape(residual.shape)
+
+
+def _layer_forward(
+    layer: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: Any, eps: float, top_k: int
+) -> torch.Tensor:
+    """One decoder layer as transformers computes it: sandwich-normed attention, then the dense MLP and the MoE side
+    by side on the same residual, normed and added, times the layer scalar."""
+    res = x
+    h = _rms(x, layer.input_layernorm.weight, eps)
+    h = _attention(layer, h, cos, sin, mask, eps)
+    x = res + _rms(h, layer.post_attention_layernorm.weight, eps)
+    res = x
+    h = _rms(x, layer.pre_feedforward_layernorm.weight, eps)
+    h1 = _rms(layer.mlp(h), layer.post_feedforward_layernorm_1.weight, eps)
+    h2 = _rms(_moe(layer, res, eps, top_k), layer.post_feedforward_layernorm_2.weight, eps)
+    x = res + _rms(h1 + h2, layer.post_feedforward_layernorm.weight, eps)
+    return x * layer.layer_scalar.to(x.dtype)
+
+
+def _head_loss(
+    h: torch.Tensor, w: torch.Tensor, softcap: float | None, target: torch.Tensor, cw: torch.Tensor, aw: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Soft-capped logits and the two losses: denoising (canvas positions) and next-token (prompt positions)."""
+    logits = F.linear(h, w).float()
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), target.reshape(-1), reduction="none").view(target.shape)
+    canvas_loss = (ce * cw).sum() / cw.sum().clamp(min=1)
+    ar_loss = (ce * aw).sum() / (aw > 0).sum().clamp(min=1)
+    return canvas_loss, ar_loss
 
 
 def model_flops_per_token(config: Any, context: float) -> dict[str, float]:

@@ -372,7 +372,8 @@ def main(argv: list[str] | None = None) -> None:  # noqa: C901 - a training loop
         lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=on_gpu,
     )  # fmt: skip
     use_flex = on_gpu
-    loss_fn = packed.loss if a.no_compile else torch.compile(packed.loss, dynamic=False)
+    if not a.no_compile:
+        packed.compile()
     log_fh = open(a.log, "a") if a.log else None  # noqa: SIM115 - open for the whole run
 
     def log(msg: str) -> None:
@@ -408,17 +409,23 @@ def main(argv: list[str] | None = None) -> None:  # noqa: C901 - a training loop
             g["lr"] = lr
         temp = (0.4 + 0.4 * torch.rand((), generator=sc_gen)).to(dev)  # the sampler's temperature range
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=on_gpu):
-            loss, parts = loss_fn(batch, mask, self_conditioning=a.sc_prob > 0, sc_temperature=temp)
+            loss, parts = packed.loss(batch, mask, self_conditioning=a.sc_prob > 0, sc_temperature=temp)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(packed.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         step += 1
+        if step == 1:  # the budget and the schedule count training, not compiling
+            torch.cuda.synchronize() if on_gpu else None
+            log(f"first step (compile) took {time.time() - t_start:.0f} s")
+            t_start = time.time()
+            win_t0 = time.perf_counter()
+            continue
         win_tok += real
         ctx = float(np.mean([a.row / 2]))  # keys per query under the packed mask: about half an example on average
         f = model_flops_per_token(model.config, context=min(ctx, 600.0))
         win_flops += real * (f["matmul"] + f["attention"]) * (4 if a.sc_prob > 0 else 3)
-        if step % a.log_every == 0 or step == 1:
+        if step % a.log_every == 0:
             if on_gpu:
                 torch.cuda.synchronize()
             dt = time.perf_counter() - win_t0

@@ -28,7 +28,7 @@
 #   train-continue  continue from the last `train` checkpoint on the same warm machine (fresh warmup + cosine)
 #   lean-train  the embedded model's trainer (training/lean_train.py; carry .train_data): LEAN_MIN minutes, LEAN_ARGS;
 #               LEAN_INIT=/tmp/lean continues the last run on the same warm machine. The int8 checkpoint comes back as
-#               $OUT/lean-int8.tar, the log as $OUT/lean.log, the corpus manifest of this machine as $OUT/corpus.json
+#               $OUT/lean-int8.tar.part-* (cat them), the log as $OUT/lean.log, the corpus manifest of this machine as $OUT/corpus.json
 #   seed-layout  bench/seed_layout.py's toy on the GPU, SEED_LAYOUT_RUNS ("mode:preset:steps:lr:seed ...") side by side
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
@@ -126,7 +126,7 @@ run_stage() {
     echo "lean_train exit $?"; grep -v "^\[" "$OUT/lean.out" | tail -n 20; tail -n 4 "$OUT/lean.log"
     if [ -d /tmp/lean-next ]; then
       rm -rf /tmp/lean && mv /tmp/lean-next /tmp/lean
-      python3 -m training.export_int8 /tmp/lean /tmp/lean-int8 && tar cf "$OUT/lean-int8.tar" -C /tmp lean-int8
+      python3 -m training.export_int8 /tmp/lean /tmp/lean-int8 && tar cf - -C /tmp lean-int8 | split -b 15m - "$OUT/lean-int8.tar.part-"
     fi ;;
   seed-layout)
     install_shim; mkdir -p /tmp/sl; i=0; pids=()
