@@ -337,8 +337,18 @@ def dist_license(meta: Message, license_texts: Iterable[str] = ()) -> tuple[bool
     for text in license_texts:
         v = license_verdict(text[:4000])
         if v is not None:
-            return v, "licence file: " + text.strip().splitlines()[0][:50] if text.strip() else "licence file"
+            return v, f"{_license_kind(text[:4000])} (licence file)"
     return False, "unknown"
+
+
+def _license_kind(text: str) -> str:
+    t = text.lower()
+    for mark, kind in (("permission is hereby granted", "MIT"), ("redistribution and use", "BSD"),
+                       ("apache license", "Apache-2.0"), ("permission to use, copy, modify", "ISC"),
+                       ("general public license", "GPL")):
+        if mark in t:
+            return kind
+    return "other"
 
 
 # --- Python: the running interpreter -----------------------------------------------------------------------------
