@@ -20,7 +20,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-LANG_BY_EXT = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".json": "json", ".md": "markdown"}
+LANG_BY_EXT = {
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".json": "json",
+    ".md": "markdown",
+}
 EVAL_BUCKETS = 20  # 1 in 20 files is held out for evaluation
 MAX_FILE_BYTES = 120_000
 PACK_DIRS = ["/usr/lib/node_modules", "/usr/share/javascript", "/usr/share/doc"]
@@ -133,8 +144,8 @@ def build_pack(out: str | Path, dirs: list[str] | None = None, *, extra_site: bo
                 dn.sort()
                 for f in sorted(fn):
                     lang = LANG_BY_EXT.get(os.path.splitext(f)[1])
-                    if lang is None or lang == "python":
-                        continue
+                    if lang is None or lang == "python" or f.endswith((".d.ts", ".d.mts", ".d.cts")):
+                        continue  # type declarations are not code anyone types
                     full = os.path.join(dp, f)
                     if lang == "json" and counts.get("json", 0) >= 3000:
                         continue

@@ -2,7 +2,7 @@
 
 Three task families, each giving ``Example(messages, target, kind, meta)``:
 
-* **infill** (Python / JavaScript / Markdown / JSON sources): a span is cut out of a real file and the
+* **infill** (Python / JavaScript / TypeScript / Markdown / JSON sources): a span is cut out of a real file and the
   example is rendered by the server's own :func:`dgemma_lsp.lsp.prompt.build_infill_example` (same context
   window, plan and messages the server sends), so training and serving cannot drift apart;
 * **json repair**: a JSON / JSONC document (real small files or seeded synthetic ones) is broken in one of
@@ -183,7 +183,7 @@ def infill_example(
         return None
     start, end, kind = picked
     text = doc.text
-    if snippet_frac and doc.language_id in ("python", "javascript") and rng.random() < snippet_frac:
+    if snippet_frac and doc.language_id in ("python", "javascript", "typescript") and rng.random() < snippet_frac:
         text, start, end = snippet_of(text, start, end)
     messages, target, plan = build_infill_example(
         text,
@@ -653,6 +653,7 @@ def serving_repair_example(broken: str, fixed: str, lang: str, rng: random.Rando
 MIXTURE = {
     "infill-python": 0.42,
     "infill-javascript": 0.12,
+    "infill-typescript": 0.12,  # drawn only where the documents have TypeScript (corpus.load_docs' pack)
     "infill-markdown": 0.05,
     "infill-json": 0.04,
     "json-repair": 0.25,
@@ -682,7 +683,7 @@ class ExampleStream:
         self.count_tokens = count_tokens
         self.rng = random.Random(seed)
         mix = dict(mixture or MIXTURE)
-        for lang in ("python", "javascript", "markdown", "json"):
+        for lang in ("python", "javascript", "typescript", "markdown", "json"):
             if not docs.get(lang):
                 mix.pop(f"infill-{lang}", None)
         self.failures = 0
