@@ -343,9 +343,13 @@ def dist_license(meta: Message, license_texts: Iterable[str] = ()) -> tuple[bool
 
 def _license_kind(text: str) -> str:
     t = text.lower()
-    for mark, kind in (("permission is hereby granted", "MIT"), ("redistribution and use", "BSD"),
-                       ("apache license", "Apache-2.0"), ("permission to use, copy, modify", "ISC"),
-                       ("general public license", "GPL")):
+    for mark, kind in (
+        ("permission is hereby granted", "MIT"),
+        ("redistribution and use", "BSD"),
+        ("apache license", "Apache-2.0"),
+        ("permission to use, copy, modify", "ISC"),
+        ("general public license", "GPL"),
+    ):
         if mark in t:
             return kind
     return "other"
@@ -605,6 +609,8 @@ def npm_records(tgz: Path, name: str, version: str) -> tuple[dict[str, Any], lis
             lang = langs[p]
             if lang is None or is_reserved(project, p):
                 continue
+            if entry["split"] == "train" and is_held_out_path(p):
+                continue  # a copy of a held-out project inside another package
             if lang == "javascript":
                 if has_ts:  # the TypeScript is the source; its compiled JavaScript is not
                     continue
