@@ -53,6 +53,7 @@ import sysconfig
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from email.message import Message
@@ -789,7 +790,7 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
             lang["files"] += 1
             lang["bytes"] += n
             s = samples.setdefault(r["language_id"], [])
-            if len(s) < sample_per_lang and hash(r["relpath"]) % 7 == 0:
+            if len(s) < sample_per_lang and zlib.crc32(r["relpath"].encode()) % 7 == 0:  # stable across runs
                 s.append(r["text"])
     bpt = {lang: round(bytes_per_token(s), 3) for lang, s in samples.items() if s}
     totals: dict[str, dict[str, dict[str, int]]] = {}
