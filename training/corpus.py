@@ -804,6 +804,7 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
         "corpus_version": CORPUS_VERSION,
         "python": sys.version.split()[0] if python else None,
         "pack": os.path.basename(pack) if pack else None,
+        "pack_sha256": hashlib.sha256(Path(pack).read_bytes()).hexdigest() if pack else None,
         "bytes_per_token": bpt,
         "totals": totals,
         "excluded": sorted(k for k, p in projects.items() if not p.get("accepted", True)),
