@@ -416,8 +416,28 @@ def python_projects(
                     lic_texts.append(Path(dist.locate_file(f)).read_text(encoding="utf-8")[:4000])
             if p.endswith(".py"):
                 files.append((p, str(dist.locate_file(f))))
+        if dist.files is None:
+            files = _top_level_files(dist)
         ok, label = dist_license(dist.metadata, lic_texts)  # type: ignore[arg-type]
         yield Project(key, dist.version, label, "site-packages", ok, split_of(key)), files
+
+
+def _top_level_files(dist: Any) -> list[tuple[str, str]]:
+    """.py files of a distribution installed without a RECORD (an old egg-info, some system packages): its
+    top_level.txt packages and modules beside its metadata."""
+    out = []
+    for name in (dist.read_text("top_level.txt") or "").split():
+        root = Path(dist.locate_file(name))
+        if root.is_dir():
+            for dp, dn, fn in os.walk(root):
+                dn[:] = sorted(d for d in dn if d != "__pycache__")
+                for f in sorted(fn):
+                    if f.endswith(".py"):
+                        full = os.path.join(dp, f)
+                        out.append((os.path.relpath(full, root.parent), full))
+        elif root.with_suffix(".py").is_file():
+            out.append((name + ".py", str(root.with_suffix(".py"))))
+    return out
 
 
 def content_key(text: str) -> str:

@@ -89,6 +89,17 @@ def test_only_permissive_licences_are_used(tmp_path: Path) -> None:
     assert corpus.license_verdict("MPL-2.0 AND MIT") is False
 
 
+def test_a_distribution_without_record_is_read_from_its_top_level_packages(tmp_path: Path) -> None:
+    info = tmp_path / "legacy_lib-1.0.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: legacy-lib\nVersion: 1.0\nLicense: BSD\n")
+    (info / "top_level.txt").write_text("legacy_lib\n")
+    (tmp_path / "legacy_lib").mkdir()
+    (tmp_path / "legacy_lib" / "core.py").write_text(CODE)
+    index = corpus.build_python_index([str(tmp_path)], stdlib=False)
+    assert _kept(index) == {("legacy-lib", "legacy_lib/core.py")}
+
+
 def test_copies_are_kept_once_even_when_spaced_differently(tmp_path: Path) -> None:
     _dist(tmp_path, "alpha-lib", "1.0", {"alpha_lib/util.py": CODE})
     _dist(tmp_path, "beta-lib", "1.0", {"beta_lib/_vendor/util.py": CODE.replace("\n", "  \r\n").replace("    ", "\t")})
