@@ -29,6 +29,7 @@ Rules, frozen (changing them changes what the model may have seen; bump :data:`C
 API for the trainer::
 
     docs = load_docs("train", ".train_data/pack-v2.jsonl.gz")   # {"python": [Doc...], "typescript": [...], ...}
+    docs = load_docs("train", pack, shard=(worker, n_workers))  # a data worker's disjoint 1/n share
 
 ``load_docs`` builds the Python index once per interpreter (cached under the temp folder; see
 :func:`python_index`), so data workers pay only for reading their files. Manifest::
@@ -514,24 +515,37 @@ def python_index(*, rebuild: bool = False) -> dict[str, Any]:
 
 
 def load_docs(
-    split: str, pack: str | None, *, python: bool = True, index: dict[str, Any] | None = None
+    split: str,
+    pack: str | None,
+    *,
+    python: bool = True,
+    index: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, list[Doc]]:
     """Documents of ``split`` ("train" / "eval") by language id; relpaths start with the project's name.
 
     ``index``: a :func:`python_index` built by the caller (e.g. once in the parent of data workers); default: the
-    cached one. ``pack``: the JS/TS/JSON/Markdown pack (None: no pack).
+    cached one. ``pack``: the JS/TS/JSON/Markdown pack (None: no pack). ``shard=(i, n)``: only the documents whose
+    path hashes to ``i`` of ``n`` (data worker ``i`` of ``n`` reads and holds 1/n of the corpus; the n shards are
+    disjoint and cover it).
     """
+
+    def mine(relpath: str) -> bool:
+        return shard is None or zlib.crc32(relpath.encode("utf-8")) % shard[1] == shard[0]
+
     docs: dict[str, list[Doc]] = {}
     if python:
         index = index or python_index()
         for proj, rel, full in index["files"]:
-            if split_of(proj) != split:
+            if split_of(proj) != split or not mine(f"{proj}/{rel}"):
                 continue
             text = _read(full)
             if text is not None:
                 docs.setdefault("python", []).append(Doc(f"{proj}/{rel}", "python", text))
     if pack:
         for rec in iter_pack(pack):
+            if not mine(f"{rec['project']}/{rec['relpath']}"):
+                continue
             if split_of(rec["project"]) == split and not is_reserved(rec["project"], rec["relpath"]):
                 docs.setdefault(rec["language_id"], []).append(
                     Doc(f"{rec['project']}/{rec['relpath']}", rec["language_id"], rec["text"])

@@ -161,6 +161,10 @@ def test_load_docs_gives_typescript_from_a_pack(tmp_path: Path) -> None:
     assert "javascript" not in docs  # the compiled copy of the TypeScript is not a second source
     assert [d.relpath for d in docs["json"]] == ["shape-kit/package.json"]
     assert {p["name"]: p["accepted"] for p in res["projects"]} == {"shape-kit": True, "gpl-widgets": False}
+    # data workers can each hold a disjoint share; together the shares are the whole split
+    shards = [corpus.load_docs("train", str(pack), python=False, shard=(i, 3)) for i in range(3)]
+    paths = [d.relpath for s in shards for docs_ in s.values() for d in docs_]
+    assert sorted(paths) == sorted(d.relpath for docs_ in docs.values() for d in docs_)
     # and the infill task cuts TypeScript examples with the path the prompt shows
     ex = tasks.infill_example(docs["typescript"][0], random.Random(3), lambda s: len(s) // 3)
     assert ex is not None and ex.kind == "infill-typescript" and "Path: src/point.ts" in ex.messages[0].content
