@@ -29,6 +29,7 @@ Rules, frozen (changing them changes what the model may have seen; bump :data:`C
 API for the trainer::
 
     docs = load_docs("train", ".train_data/pack-v2.jsonl.gz")   # {"python": [Doc...], "typescript": [...], ...}
+    docs = load_docs("train", pack, shard=(worker, n_workers))  # a data worker's disjoint 1/n share
 
 ``load_docs`` builds the Python index once per interpreter (cached under the temp folder; see
 :func:`python_index`), so data workers pay only for reading their files. Manifest::
@@ -53,6 +54,7 @@ import sysconfig
 import tarfile
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from email.message import Message
@@ -343,9 +345,13 @@ def dist_license(meta: Message, license_texts: Iterable[str] = ()) -> tuple[bool
 
 def _license_kind(text: str) -> str:
     t = text.lower()
-    for mark, kind in (("permission is hereby granted", "MIT"), ("redistribution and use", "BSD"),
-                       ("apache license", "Apache-2.0"), ("permission to use, copy, modify", "ISC"),
-                       ("general public license", "GPL")):
+    for mark, kind in (
+        ("permission is hereby granted", "MIT"),
+        ("redistribution and use", "BSD"),
+        ("apache license", "Apache-2.0"),
+        ("permission to use, copy, modify", "ISC"),
+        ("general public license", "GPL"),
+    ):
         if mark in t:
             return kind
     return "other"
@@ -411,8 +417,28 @@ def python_projects(
                     lic_texts.append(Path(dist.locate_file(f)).read_text(encoding="utf-8")[:4000])
             if p.endswith(".py"):
                 files.append((p, str(dist.locate_file(f))))
+        if dist.files is None:
+            files = _top_level_files(dist)
         ok, label = dist_license(dist.metadata, lic_texts)  # type: ignore[arg-type]
         yield Project(key, dist.version, label, "site-packages", ok, split_of(key)), files
+
+
+def _top_level_files(dist: Any) -> list[tuple[str, str]]:
+    """.py files of a distribution installed without a RECORD (an old egg-info, some system packages): its
+    top_level.txt packages and modules beside its metadata."""
+    out = []
+    for name in (dist.read_text("top_level.txt") or "").split():
+        root = Path(dist.locate_file(name))
+        if root.is_dir():
+            for dp, dn, fn in os.walk(root):
+                dn[:] = sorted(d for d in dn if d != "__pycache__")
+                for f in sorted(fn):
+                    if f.endswith(".py"):
+                        full = os.path.join(dp, f)
+                        out.append((os.path.relpath(full, root.parent), full))
+        elif root.with_suffix(".py").is_file():
+            out.append((name + ".py", str(root.with_suffix(".py"))))
+    return out
 
 
 def content_key(text: str) -> str:
@@ -489,24 +515,37 @@ def python_index(*, rebuild: bool = False) -> dict[str, Any]:
 
 
 def load_docs(
-    split: str, pack: str | None, *, python: bool = True, index: dict[str, Any] | None = None
+    split: str,
+    pack: str | None,
+    *,
+    python: bool = True,
+    index: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, list[Doc]]:
     """Documents of ``split`` ("train" / "eval") by language id; relpaths start with the project's name.
 
     ``index``: a :func:`python_index` built by the caller (e.g. once in the parent of data workers); default: the
-    cached one. ``pack``: the JS/TS/JSON/Markdown pack (None: no pack).
+    cached one. ``pack``: the JS/TS/JSON/Markdown pack (None: no pack). ``shard=(i, n)``: only the documents whose
+    path hashes to ``i`` of ``n`` (data worker ``i`` of ``n`` reads and holds 1/n of the corpus; the n shards are
+    disjoint and cover it).
     """
+
+    def mine(relpath: str) -> bool:
+        return shard is None or zlib.crc32(relpath.encode("utf-8")) % shard[1] == shard[0]
+
     docs: dict[str, list[Doc]] = {}
     if python:
         index = index or python_index()
         for proj, rel, full in index["files"]:
-            if split_of(proj) != split:
+            if split_of(proj) != split or not mine(f"{proj}/{rel}"):
                 continue
             text = _read(full)
             if text is not None:
                 docs.setdefault("python", []).append(Doc(f"{proj}/{rel}", "python", text))
     if pack:
         for rec in iter_pack(pack):
+            if not mine(f"{rec['project']}/{rec['relpath']}"):
+                continue
             if split_of(rec["project"]) == split and not is_reserved(rec["project"], rec["relpath"]):
                 docs.setdefault(rec["language_id"], []).append(
                     Doc(f"{rec['project']}/{rec['relpath']}", rec["language_id"], rec["text"])
@@ -605,6 +644,8 @@ def npm_records(tgz: Path, name: str, version: str) -> tuple[dict[str, Any], lis
             lang = langs[p]
             if lang is None or is_reserved(project, p):
                 continue
+            if entry["split"] == "train" and is_held_out_path(p):
+                continue  # a copy of a held-out project inside another package
             if lang == "javascript":
                 if has_ts:  # the TypeScript is the source; its compiled JavaScript is not
                     continue
@@ -783,7 +824,7 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
             lang["files"] += 1
             lang["bytes"] += n
             s = samples.setdefault(r["language_id"], [])
-            if len(s) < sample_per_lang and hash(r["relpath"]) % 7 == 0:
+            if len(s) < sample_per_lang and zlib.crc32(r["relpath"].encode()) % 7 == 0:  # stable across runs
                 s.append(r["text"])
     bpt = {lang: round(bytes_per_token(s), 3) for lang, s in samples.items() if s}
     totals: dict[str, dict[str, dict[str, int]]] = {}
@@ -797,6 +838,7 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
         "corpus_version": CORPUS_VERSION,
         "python": sys.version.split()[0] if python else None,
         "pack": os.path.basename(pack) if pack else None,
+        "pack_sha256": hashlib.sha256(Path(pack).read_bytes()).hexdigest() if pack else None,
         "bytes_per_token": bpt,
         "totals": totals,
         "excluded": sorted(k for k, p in projects.items() if not p.get("accepted", True)),

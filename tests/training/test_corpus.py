@@ -89,6 +89,17 @@ def test_only_permissive_licences_are_used(tmp_path: Path) -> None:
     assert corpus.license_verdict("MPL-2.0 AND MIT") is False
 
 
+def test_a_distribution_without_record_is_read_from_its_top_level_packages(tmp_path: Path) -> None:
+    info = tmp_path / "legacy_lib-1.0.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: legacy-lib\nVersion: 1.0\nLicense: BSD\n")
+    (info / "top_level.txt").write_text("legacy_lib\n")
+    (tmp_path / "legacy_lib").mkdir()
+    (tmp_path / "legacy_lib" / "core.py").write_text(CODE)
+    index = corpus.build_python_index([str(tmp_path)], stdlib=False)
+    assert _kept(index) == {("legacy-lib", "legacy_lib/core.py")}
+
+
 def test_copies_are_kept_once_even_when_spaced_differently(tmp_path: Path) -> None:
     _dist(tmp_path, "alpha-lib", "1.0", {"alpha_lib/util.py": CODE})
     _dist(tmp_path, "beta-lib", "1.0", {"beta_lib/_vendor/util.py": CODE.replace("\n", "  \r\n").replace("    ", "\t")})
@@ -150,6 +161,10 @@ def test_load_docs_gives_typescript_from_a_pack(tmp_path: Path) -> None:
     assert "javascript" not in docs  # the compiled copy of the TypeScript is not a second source
     assert [d.relpath for d in docs["json"]] == ["shape-kit/package.json"]
     assert {p["name"]: p["accepted"] for p in res["projects"]} == {"shape-kit": True, "gpl-widgets": False}
+    # data workers can each hold a disjoint share; together the shares are the whole split
+    shards = [corpus.load_docs("train", str(pack), python=False, shard=(i, 3)) for i in range(3)]
+    paths = [d.relpath for s in shards for docs_ in s.values() for d in docs_]
+    assert sorted(paths) == sorted(d.relpath for docs_ in docs.values() for d in docs_)
     # and the infill task cuts TypeScript examples with the path the prompt shows
     ex = tasks.infill_example(docs["typescript"][0], random.Random(3), lambda s: len(s) // 3)
     assert ex is not None and ex.kind == "infill-typescript" and "Path: src/point.ts" in ex.messages[0].content
