@@ -71,7 +71,8 @@ async def list_actions(ls: DGemmaServer, doc: Document, params: types.CodeAction
         a, b = b, a
     base = {"uri": doc.uri, "version": doc.version}
     s = ls.settings
-    model_ok = s.repair in ("auto", "model") and ls.backend_mgr.state in ("ready", "loading")
+    # a secret file keeps the deterministic fixes (they never leave the process), never the model's
+    model_ok = s.repair in ("auto", "model") and ls.backend_mgr.state in ("ready", "loading") and not doc.excluded
     actions: list[types.CodeAction] = []
     if not ls.diagnostics.skip_reason(doc):
         issues = await ls.diagnostics.issues_for(doc)
@@ -225,6 +226,8 @@ async def compute_fix(ls: DGemmaServer, doc: Document, data: dict[str, Any]) -> 
 
 async def _model_generate(ls: DGemmaServer, doc: Document, s: Settings) -> tuple[Any | None, str]:
     """The guarded generate once the model is ready, or (None, why it is not available)."""
+    if ls.exclusion.refuse(doc, "model repair"):
+        return None, f"nothing is sent to the model for this file: {doc.excluded}"
     mgr = ls.backend_mgr
     backend = await mgr.wait(s.request_timeout_s)
     if backend is None:
