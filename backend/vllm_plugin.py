@@ -98,9 +98,7 @@ def native_checked(version: str | None) -> bool:
     return minor is not None and NATIVE_CHECKED_LOW <= minor < NATIVE_CHECKED_HIGH
 
 
-def active_features(
-    native: bool, environ: dict[str, str] | None = None, version: str | None = None
-) -> frozenset[str]:
+def active_features(native: bool, environ: dict[str, str] | None = None, version: str | None = None) -> frozenset[str]:
     """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options (and less
     ``NATIVE_CHECKED_FEATURES`` there outside the releases they were checked on; ``version`` None: the installed
     vLLM's)."""

@@ -298,9 +298,17 @@ async def _doctor(args: argparse.Namespace) -> int:
         _, label = default_model()
         print(f"model         {label}")
     elif settings.backend == "openai":
-        from .backend.openai_backend import redact_url
+        from .backend.openai_backend import plain_http_host, redact_url
 
         print(f"server        {redact_url(settings.base_url)}")
+        host = plain_http_host(settings.base_url)
+        if host is not None:
+            print(
+                f"transport     plain HTTP to {host}: code travels unencrypted (allow_insecure_http = true)"
+                if settings.allow_insecure_http
+                else f"transport     REFUSED: plain HTTP to {host} (use https://, or allow_insecure_http = true)"
+            )
+            ok = ok and settings.allow_insecure_http
         print(f"model         {settings.remote_model or '(first model the server lists)'}")
     else:
         print(f"model         {settings.model or '(backend default)'}")

@@ -166,12 +166,16 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-async def test_secret_files_never_reach_the_server(workspace: Path, tiny_checkpoint: Path, tmp_path: Path) -> None:
+async def test_secret_files_never_reach_the_server(
+    workspace: Path, tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log_file = tmp_path / "server.log"
+    monkeypatch.setenv("DGEMMA_TEST_API_KEY", "sk-test-KEY-9f8e7d6c")  # the server process inherits it
     with StubTestServer({"GET /v1/models": models_reply(), CHAT: sse_reply(["42"])}) as srv:
         settings = {
             "backend": "openai",
             "baseUrl": srv.base_url,
+            "apiKeyEnv": "DGEMMA_TEST_API_KEY",
             "excludeFiles": ["secrets/*.json", "[bad"],
             "logLevel": "debug",
             "maxSnippetTokens": 256,
@@ -232,6 +236,9 @@ async def test_secret_files_never_reach_the_server(workspace: Path, tiny_checkpo
     canvases = "\n".join(str(c) for c in client.canvas)
     for where in (logs, canvases):
         assert not _leaks(where) and not [x for x in extra if x in where]
+    # the API key went to the configured server, and into no log line
+    assert all(r.headers.get("authorization") == "Bearer sk-test-KEY-9f8e7d6c" for r in srv.requests)
+    assert "sk-test-KEY" not in logs
     assert client.canvas, "the ordinary completions streamed no canvas at all"
     # the log says, once per document, why nothing was sent (the path and the rule, no content)
     said = [m.message for m in client.log_messages if "nothing sent for" in m.message]
