@@ -257,7 +257,8 @@ async def test_secret_files_never_reach_the_server(
 
 
 async def test_a_file_becomes_secret_when_the_setting_names_it(workspace: Path, tiny_checkpoint: Path) -> None:
-    """``exclude_files`` changed at run time: an open document stops reaching the model at once."""
+    """``exclude_files`` changed at run time, or ``.dgemmaignore`` saved: an open document stops reaching the model at
+    once."""
     with StubTestServer({"GET /v1/models": models_reply(), CHAT: sse_reply(["42"])}) as srv:
         base = {"backend": "openai", "baseUrl": srv.base_url, "cacheSize": 0, "debounceMs": 0}
         client = await start_client(tiny_checkpoint, settings=base, workspace=workspace)
@@ -269,6 +270,21 @@ async def test_a_file_becomes_secret_when_the_setting_names_it(workspace: Path, 
             assert [d["uri"] for d in st["privacy"]["excluded_documents"]] == [uri]
             sent = len(srv.requests)
             assert await complete(client, uri, 3, 11, invoked=True) == []
+            assert len(srv.requests) == sent
+            # a saved .dgemmaignore takes effect at once (the server asks for didSave)
+            assert client.init_result.capabilities.text_document_sync.save
+            other = (workspace / "deploy.sh").as_uri()
+            open_doc(client, other, ORDINARY["deploy.sh"][1], "sh")
+            assert await complete(client, other, 2, 5, invoked=True)
+            ignore = workspace / ".dgemmaignore"
+            ignore.write_text(ignore.read_text(encoding="utf-8") + "deploy.sh\n", encoding="utf-8")
+            client.text_document_did_save(
+                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=ignore.as_uri()))
+            )
+            st = await status(client)
+            assert other in [d["uri"] for d in st["privacy"]["excluded_documents"]]
+            sent = len(srv.requests)
+            assert await complete(client, other, 2, 5, invoked=True) == []
             assert len(srv.requests) == sent
         finally:
             await stop_client(client)
