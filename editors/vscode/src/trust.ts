@@ -67,7 +67,8 @@ export function parseJsonc(text: string): unknown {
 }
 
 /** User-only keys a workspace sets: from VS Code's view (inspect) and from the workspace's settings files
- * (VS Code drops `machine`-scoped workspace values before an extension can inspect them). */
+ * (VS Code reads a workspace's settings for the WORKSPACE_SCOPES only, which leave out `machine` and `application`:
+ * src/vs/workbench/services/configuration/common/configuration.ts, so inspect() never shows those values). */
 export function ignoredWorkspaceKeys(
   inspect: (key: string) => ScopedValues | undefined,
   settingsFiles: string[],
