@@ -60,9 +60,29 @@ from .openai_transport import HttpTransport, redact_url, reset_h2_stream
 if TYPE_CHECKING:
     from dgemma_lsp.config import Settings
 
-__all__ = ["OpenAIBackend", "redact_url"]
+__all__ = ["OpenAIBackend", "plain_http_host", "redact_url"]
 
 log = logging.getLogger("dgemma_lsp.backend.openai")
+
+
+def plain_http_host(base_url: str) -> str | None:
+    """The host of a plain ``http://`` URL that is not this machine (loopback), else None: code sent there crosses
+    the network unencrypted."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base_url)
+    if u.scheme != "http":
+        return None
+    host = (u.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return host or None
 
 
 class OpenAIBackend:
@@ -87,9 +107,19 @@ class OpenAIBackend:
         max_concurrent: int = 4,
         noise_vocab: int = DEFAULT_NOISE_VOCAB,
         backoff_s: float = 0.25,
+        allow_insecure_http: bool = False,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise BackendUnavailable(f"base_url must start with http:// or https:// (got {redact_url(base_url)!r})")
+        host = plain_http_host(base_url)
+        if host is not None and not allow_insecure_http:
+            raise BackendUnavailable(
+                f"base_url {redact_url(base_url)} is plain http:// to {host}, which is not this machine: your code "
+                "(and the API key) would cross the network unencrypted. Use https://, or set allow_insecure_http = "
+                "true if that network is yours"
+            )
+        if host is not None:
+            log.warning("sending code over plain HTTP to %s (allow_insecure_http = true): it is not encrypted", host)
         if not 1 <= max_concurrent <= 4:
             raise BackendUnavailable("max_concurrent must be between 1 and 4 (the vendor's --max-num-seqs limit)")
         self.http = HttpTransport(
@@ -132,6 +162,7 @@ class OpenAIBackend:
             request_timeout_s=settings.request_timeout_s,
             retries=settings.retries,
             max_concurrent=settings.max_concurrent,
+            allow_insecure_http=settings.allow_insecure_http,
         )
 
     # ----- discovery -----

@@ -37,7 +37,7 @@ from . import vllm_moe
 from . import vllm_selfcond as selfcond
 from .kernels import denoise_step
 from .kernels.canvas_state import canvas_state_update, step_inputs
-from .vllm_plugin import DRAFT_TAP_ENV, SAMPLER_FEATURES
+from .vllm_plugin import DRAFT_TAP_ENV, SAMPLER_FEATURES, activate
 
 log = init_logger(f"vllm.{__name__}")  # under "vllm": the only logger tree with handlers in the engine process
 # The row kernel's launch: a 2048-entry vocabulary block, one program a row, inverse-CDF sampling in the
@@ -412,6 +412,11 @@ class DGemmaModelState(dg.DiffusionGemmaModelState):
 class DGemmaLspForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
     # True once our sampler applies the softcap itself (set by DGemmaModelState.custom_sampler)
     dgemma_raw_logits = False
+
+    # the plugin's process-wide pieces, for DiffusionGemma only, before the layers pick an attention backend
+    def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
+        activate()
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
 
     @staticmethod
     def get_model_state_cls():

@@ -22,6 +22,7 @@ from vllm.model_executor.models import diffusion_gemma as dg
 from vllm.utils.torch_utils import async_tensor_h2d
 
 from .vllm_draft_tap import DraftSender
+from .vllm_plugin import activate
 
 log = init_logger(f"vllm.{__name__}")  # under "vllm": the only logger tree with handlers in the engine process
 TAP_FLAG = "dgemma_draft_tap"  # the request's extra_args key (set by our backend's map_request)
@@ -101,6 +102,11 @@ class DGemmaDraftsModelState(dg.DiffusionGemmaModelState):
 
 
 class DGemmaDraftsForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
+    # the plugin's process-wide pieces, for DiffusionGemma only, before the layers pick an attention backend
+    def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
+        activate()
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+
     @staticmethod
     def get_model_state_cls() -> type[DGemmaDraftsModelState]:
         return DGemmaDraftsModelState

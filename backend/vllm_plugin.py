@@ -1,9 +1,13 @@
 """Our DiffusionGemma plugin for vLLM (``vllm.general_plugins`` entry point ``dgemma_lsp``): :func:`register`.
 
-vLLM calls :func:`register` once in every engine process. It registers registry strings only (``"module:Class"``
-for the model, a dotted path for the attention backend), so this module imports cheaply and never imports vLLM at
-its top; the classes live in plain modules that import vLLM at theirs (:mod:`.vllm_model`,
-:mod:`.vllm_attention_backend`), which vLLM imports when it resolves them. Nothing in vLLM is patched.
+vLLM calls :func:`register` once in every process of every vLLM in the environment, whatever model it serves. So it
+touches DiffusionGemma only: it registers a model class for DiffusionGemma's architecture name (a ``"module:Class"``
+string) and nothing else. The other pieces (the attention backend, the tuned MoE configs) are turned on by
+:func:`activate`, which our DiffusionGemma classes call as vLLM builds them, before their layers: only in a process
+that serves DiffusionGemma, and there before any attention layer picks its backend. A ``vllm serve`` of any other
+model runs exactly as without the plugin (``tests/backend/test_vllm_plugin_scope.py``). This module imports cheaply
+and never imports vLLM at its top; the classes live in plain modules that import vLLM at theirs (:mod:`.vllm_model`,
+:mod:`.vllm_native_drafts`, :mod:`.vllm_scoped_model`, :mod:`.vllm_attention_backend`). Nothing in vLLM is patched.
 
 Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`` turns the whole plugin off):
 
@@ -14,9 +18,9 @@ Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`
   row kernel), ``state_kernel`` (the request bookkeeping in two launches), ``moe_quant`` (the FP8 variant's MoE
   quantization fused, :mod:`.vllm_moe`) and ``sc_batch`` (one self-conditioning MLP call a step,
   :mod:`.vllm_selfcond`).
-* ``attention`` — ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with our launches for canvas-shaped
+* ``attention`` — in a DiffusionGemma engine process, ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with our launches for canvas-shaped
   calls on Hopper (:mod:`.vllm_attention_backend`; vLLM 0.26-0.33).
-* ``moe_config`` — points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
+* ``moe_config`` — in a DiffusionGemma engine process, points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
 On vLLM >= 0.32 (native per-request options, a reworked sampler) the sampler pieces, written against 0.26-0.31's
@@ -24,7 +28,8 @@ internals, stay off by themselves and vLLM's own sampler serves; three pieces ru
 
 * ``draft_tap`` — where our backend starts the engine with a tap (``DGEMMA_DRAFT_TAP``),
   ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler wrapped to send each step's
-  draft (:mod:`.vllm_native_drafts`); without a tap vLLM's classes serve untouched;
+  draft (:mod:`.vllm_native_drafts`); without a tap it resolves to vLLM's own model and sampler untouched, only
+  built after :func:`activate` (:mod:`.vllm_scoped_model`);
 * ``attention``, as on 0.26-0.31;
 * ``moe_config``.
 
@@ -52,6 +57,7 @@ NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 34)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MODEL_CLASS = f"{__package__}.vllm_model:DGemmaLspForConditionalGeneration"
 NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
+SCOPED_MODEL_CLASS = f"{__package__}.vllm_scoped_model:DGemmaScopedForConditionalGeneration"
 ATTENTION_BACKEND = f"{__package__}.vllm_attention_backend.DGemmaTritonAttentionBackend"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
@@ -98,9 +104,7 @@ def native_checked(version: str | None) -> bool:
     return minor is not None and NATIVE_CHECKED_LOW <= minor < NATIVE_CHECKED_HIGH
 
 
-def active_features(
-    native: bool, environ: dict[str, str] | None = None, version: str | None = None
-) -> frozenset[str]:
+def active_features(native: bool, environ: dict[str, str] | None = None, version: str | None = None) -> frozenset[str]:
     """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options (and less
     ``NATIVE_CHECKED_FEATURES`` there outside the releases they were checked on; ``version`` None: the installed
     vLLM's)."""
@@ -125,8 +129,21 @@ def installed_vllm_version() -> str | None:
     return None
 
 
+def model_class(native: bool, feats: frozenset[str], environ: dict[str, str] | None = None) -> str | None:
+    """The class DiffusionGemma's architecture resolves to with these pieces (None: vLLM's own, nothing to do)."""
+    env = os.environ if environ is None else environ
+    if "sampler" in feats:
+        return MODEL_CLASS
+    if native and "draft_tap" in feats and env.get(DRAFT_TAP_ENV):
+        return NATIVE_DRAFTS_MODEL_CLASS
+    if feats & {"attention", "moe_config"}:
+        return SCOPED_MODEL_CLASS
+    return None
+
+
 def register() -> None:
-    """vLLM general-plugin entry point (called once per engine process); quiet without vLLM or with the plugin off."""
+    """vLLM general-plugin entry point (called once per vLLM process): registers our class for DiffusionGemma's
+    architecture and nothing else; quiet without vLLM or with the plugin off."""
     global _registered
     if _registered:
         return
@@ -135,17 +152,25 @@ def register() -> None:
     except ImportError:
         return
     native = vllm_has_native_options()
-    feats = active_features(native)
-    if not feats:
-        return
+    cls = model_class(native, active_features(native))
+    if cls is not None:
+        ModelRegistry.register_model(ARCH, cls)
+    _registered = True
+
+
+def activate() -> None:
+    """The process-wide pieces, for a process that builds DiffusionGemma: called by our DiffusionGemma classes
+    before their layers pick an attention backend (vLLM picks it per layer, as the model is built)."""
+    feats = active_features(vllm_has_native_options())
     if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
         os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)
-    if "sampler" in feats:
-        ModelRegistry.register_model(ARCH, MODEL_CLASS)
-    elif native and "draft_tap" in feats and os.environ.get(DRAFT_TAP_ENV):
-        ModelRegistry.register_model(ARCH, NATIVE_DRAFTS_MODEL_CLASS)
     if "attention" in feats:
         from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
         register_backend(AttentionBackendEnum.TRITON_ATTN, ATTENTION_BACKEND)
-    _registered = True
+        try:  # a layer built before (none in the releases we know) must not keep a stale pick
+            from vllm.v1.attention.selector import _cached_get_attn_backend
+
+            _cached_get_attn_backend.cache_clear()
+        except (ImportError, AttributeError):
+            pass

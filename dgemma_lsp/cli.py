@@ -92,6 +92,19 @@ def _settings(args: argparse.Namespace) -> Any:
     return settings
 
 
+def _secret_reason(path: str, settings: Any) -> str | None:
+    """Why no model may see ``path`` (lsp/secret_files.py; the current folder's .dgemmaignore counts), or None."""
+    from .lsp.secret_files import SecretFiles
+
+    return SecretFiles.build(settings.exclude_files, [os.getcwd()]).reason(os.path.abspath(path))
+
+
+def _refuse_secret(path: str, settings: Any) -> None:
+    why = None if path == "-" else _secret_reason(path, settings)
+    if why:
+        raise CliError(f"{path} is {why}: nothing is sent to a model")
+
+
 def _read_text(path: str) -> str:
     if path == "-":
         data = sys.stdin.buffer.read()
@@ -134,6 +147,7 @@ async def _complete(args: argparse.Namespace) -> int:
     from .lsp.text import PositionError, position_to_offset
 
     settings = _settings(args)
+    _refuse_secret(args.file, settings)
     text = _read_text(args.file)
     try:
         offset = position_to_offset(text, args.line, args.character)
@@ -189,6 +203,9 @@ async def _fix(args: argparse.Namespace) -> int:
         print(f"dgemma-lsp: no structure problems found in {args.file}", file=sys.stderr)
         return 0
     mode = settings.repair
+    if mode != "rules" and args.file != "-" and _secret_reason(args.file, settings):
+        print(f"dgemma-lsp: {args.file} is {_secret_reason(args.file, settings)}: rules only", file=sys.stderr)
+        mode = "rules"
     fixes: list[Any] = []
     if mode in ("auto", "rules"):  # the deterministic repair answers at once; the model only where it found none
         fixes = await repair(text, language, None, mode="rules")
@@ -281,9 +298,17 @@ async def _doctor(args: argparse.Namespace) -> int:
         _, label = default_model()
         print(f"model         {label}")
     elif settings.backend == "openai":
-        from .backend.openai_backend import redact_url
+        from .backend.openai_backend import plain_http_host, redact_url
 
         print(f"server        {redact_url(settings.base_url)}")
+        host = plain_http_host(settings.base_url)
+        if host is not None:
+            print(
+                f"transport     plain HTTP to {host}: code travels unencrypted (allow_insecure_http = true)"
+                if settings.allow_insecure_http
+                else f"transport     REFUSED: plain HTTP to {host} (use https://, or allow_insecure_http = true)"
+            )
+            ok = ok and settings.allow_insecure_http
         print(f"model         {settings.remote_model or '(first model the server lists)'}")
     else:
         print(f"model         {settings.model or '(backend default)'}")

@@ -77,6 +77,8 @@ class Settings:
     repair_t_min: float = 0.1  # repair samples cooler than completion (lsp/repair/model.py: attempt_temperatures)
     repair_t_max: float = 0.3
     max_document_bytes: int = 5_000_000
+    # privacy: globs of files no model ever sees, added to the built-in secret-file list (lsp/secret_files.py)
+    exclude_files: list[str] = field(default_factory=list)
     # remote backend (openai)
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key_env: str = ""  # name of an environment variable holding the key (the key itself is never stored)
@@ -87,6 +89,7 @@ class Settings:
     read_timeout_s: float = 60.0
     retries: int = 2
     remote_model: str = ""  # model name sent to the server; "" = first of /v1/models
+    allow_insecure_http: bool = False  # plain http:// to a host that is not this machine (code travels unencrypted)
     # vllm engine
     vllm_gpu_memory_utilization: float = 0.8
     vllm_max_model_len: int = 16384
@@ -169,6 +172,12 @@ def _coerce(f: dataclasses.Field, value: Any, where: str) -> Any:
             if "None" in typ:
                 return None
             raise TypeError("null not allowed")
+        if typ.startswith("list"):
+            if isinstance(value, str):  # one glob (an environment variable, a command line)
+                value = [value]
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                raise TypeError("expected a list of strings")
+            return list(value)
         if typ.startswith("dict"):
             if not isinstance(value, dict):
                 raise TypeError("expected an object")
@@ -220,7 +229,10 @@ def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
         if k.startswith("DGEMMA_LSP_"):
             name = k[len("DGEMMA_LSP_") :].lower()
             if name in names:
-                out[name] = json.loads(v) if name in ("enable", "headers") else v
+                if name == "exclude_files" and not v.lstrip().startswith("["):
+                    out[name] = v  # one glob, not a JSON list
+                else:
+                    out[name] = json.loads(v) if name in ("enable", "headers", "exclude_files") else v
     return out
 
 

@@ -163,6 +163,9 @@ class BackendManager:
             backend = self.backend
             if backend is None:
                 raise BackendError("the model is not loaded")
+            doc = server.docs.get(uri)
+            if doc is not None and doc.excluded:  # the features refuse first; this is the last line of defence
+                raise BackendError(f"nothing is sent to the model for this file: {doc.excluded}")
             s = server.settings
             if req.deadline is None:
                 req.deadline = time.monotonic() + s.request_timeout_s

@@ -71,7 +71,8 @@ async def list_actions(ls: DGemmaServer, doc: Document, params: types.CodeAction
         a, b = b, a
     base = {"uri": doc.uri, "version": doc.version}
     s = ls.settings
-    model_ok = s.repair in ("auto", "model") and ls.backend_mgr.state in ("ready", "loading")
+    # a secret file keeps the deterministic fixes (they never leave the process), never the model's
+    model_ok = s.repair in ("auto", "model") and ls.backend_mgr.state in ("ready", "loading") and not doc.excluded
     actions: list[types.CodeAction] = []
     if not ls.diagnostics.skip_reason(doc):
         issues = await ls.diagnostics.issues_for(doc)
@@ -185,7 +186,7 @@ async def resolve(ls: DGemmaServer, action: types.CodeAction) -> types.CodeActio
         ls.stats.inc("fixes_offered")
         action.edit = fix_to_edit(doc, fix)
     if message:
-        ls.log_line(logging.WARNING, message)
+        ls.log_line(logging.WARNING, _loggable(doc, message))
         ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
     return action
 
@@ -225,6 +226,8 @@ async def compute_fix(ls: DGemmaServer, doc: Document, data: dict[str, Any]) -> 
 
 async def _model_generate(ls: DGemmaServer, doc: Document, s: Settings) -> tuple[Any | None, str]:
     """The guarded generate once the model is ready, or (None, why it is not available)."""
+    if ls.exclusion.refuse(doc, "model repair"):
+        return None, f"nothing is sent to the model for this file: {doc.excluded}"
     mgr = ls.backend_mgr
     backend = await mgr.wait(s.request_timeout_s)
     if backend is None:
@@ -252,7 +255,7 @@ async def _fix_structure(ls: DGemmaServer, doc: Document, data: dict[str, Any], 
                 why = checked_output(text, fix, lang, whole=issue is None)[1]
             if why is None:
                 return fix
-            ls.log_line(logging.WARNING, f"dropped a fix that failed the server's check: {why}")
+            ls.log_line(logging.WARNING, _loggable(doc, f"dropped a fix that failed the server's check: {why}"))
         return None
 
     # auto: the deterministic repair first (instant, no waiting for the model); the model only where it has none.
@@ -289,7 +292,9 @@ async def _complete_table(ls: DGemmaServer, doc: Document, data: dict[str, Any],
         why = check_fix(text, doc.language_id, fix)
         if why is None:
             return fix, ""
-        ls.log_line(logging.WARNING, f"dropped a table completion that failed the server's check: {why}")
+        ls.log_line(
+            logging.WARNING, _loggable(doc, f"dropped a table completion that failed the server's check: {why}")
+        )
     return None, "no valid table completion was found"
 
 
@@ -343,6 +348,13 @@ async def _rewrite(ls: DGemmaServer, doc: Document, data: dict[str, Any], genera
     if why is not None or not edits:
         return None, f"the rewrite was rejected: {why or 'no change'}"
     return Fix(title="Rewrite selection", kind="model", span=(a, b), new_text=new, edits=edits), ""
+
+
+def _loggable(doc: Document, message: str) -> str:
+    """``message`` for the log; for a secret file only what it is about, since a check's reason may quote a value."""
+    if not doc.excluded:
+        return message
+    return f"{message.split(':', 1)[0]} in {doc.uri} (details not logged: {doc.excluded})"
 
 
 # -- edits --------------------------------------------------------------------------------------------------

@@ -118,6 +118,7 @@ class CompletionEngine:
         snippets: Callable[[Document], list[Snippet]] | None = None,
         not_ready: Callable[[], str] | None = None,
         history: Callable[[Document, Callable[[str], int]], str] | None = None,
+        refuse: Callable[[Document, str], bool] | None = None,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -128,6 +129,7 @@ class CompletionEngine:
         self._snippets = snippets
         self._not_ready = not_ready
         self._history = history  # the document's recent edits as prompt text (lsp/edit_history.py)
+        self._refuse = refuse  # True for a secret file: nothing of it may reach a model (lsp/exclusion.py)
         self._last_not_ready: tuple[str, float] = ("", 0.0)
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
@@ -166,6 +168,8 @@ class CompletionEngine:
         t0 = time.monotonic()
         s = self._settings()
         self.stats.inc("requests")
+        if self._refuse is not None and self._refuse(doc, "inline completion"):
+            return []
         if not invoked:
             self.debounce.keystroke(doc.uri)  # every automatic request counts toward the typing rhythm
         if not s.inline_completion or not s.enabled_for(doc.language_id):

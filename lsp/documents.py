@@ -11,14 +11,14 @@ from __future__ import annotations
 import posixpath
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from urllib.parse import unquote, urlparse
 
 from .text import PositionError, line_starts, utf16_col_to_index, utf16_len
 
-__all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window", "prompt_path", "root_paths"]
+__all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window", "file_path", "prompt_path", "root_paths"]
 
 _BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -31,6 +31,9 @@ def _fs_path(path_or_uri: str) -> str | None:
             return None
         path_or_uri = unquote(u.path)
     return path_or_uri.replace("\\", "/")
+
+
+file_path = _fs_path
 
 
 def _is_abs(path: str) -> bool:
@@ -191,6 +194,7 @@ class Document:
     index: BlockLineIndex
     warnings: list[str] = field(default_factory=list)
     shown_path: str = ""  # what prompts call the file (set by the store at open: :func:`prompt_path`)
+    excluded: str | None = None  # why no model may see it (a secret file: lsp/secret_files.py), else None
 
     @property
     def text(self) -> str:
@@ -264,12 +268,24 @@ class DocumentStore:
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
         self.roots: list[str] = []  # workspace folders (file-system paths), from initialize
+        # why a URI's document must never reach a model (None: it may); the server sets it (lsp/secret_files.py)
+        self.exclusion: Callable[[str], str | None] = lambda uri: None
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
         doc = Document(uri, language_id or "plaintext", version, BlockLineIndex(text))
         doc.shown_path = prompt_path(uri, self.roots)
+        doc.excluded = self.exclusion(uri)
         self._docs[uri] = doc
         return doc
+
+    def reclassify(self) -> list[Document]:
+        """Decide anew which open documents are excluded (the exclusion changed); returns those newly excluded."""
+        newly = []
+        for uri, doc in self._docs.items():
+            was, doc.excluded = doc.excluded, self.exclusion(uri)
+            if doc.excluded and not was:
+                newly.append(doc)
+        return newly
 
     def change_roots(self, added: Sequence[str] = (), removed: Sequence[str] = ()) -> None:
         """Workspace folders added or removed (``workspace/didChangeWorkspaceFolders``): open documents are named
@@ -289,10 +305,10 @@ class DocumentStore:
             self._docs[uri] = doc
 
     def recent(self, language_id: str, exclude: str, limit: int = 3) -> list[Document]:
-        """The most recently edited open documents of one language, newest first."""
+        """The most recently edited open documents of one language, newest first (never an excluded one)."""
         out = []
         for doc in reversed(self._docs.values()):
-            if doc.uri != exclude and doc.language_id == language_id:
+            if doc.uri != exclude and doc.language_id == language_id and not doc.excluded:
                 out.append(doc)
                 if len(out) >= limit:
                     break
@@ -300,6 +316,9 @@ class DocumentStore:
 
     def close(self, uri: str) -> Document | None:
         return self._docs.pop(uri, None)
+
+    def all(self) -> list[Document]:
+        return list(self._docs.values())
 
     def __contains__(self, uri: str) -> bool:
         return uri in self._docs

@@ -434,8 +434,10 @@ class NextEditEngine:
         history: EditHistory,
         stats: Stats,
         log_fn: Callable[[int, str], None],
+        refuse: Callable[[Document, str], bool] | None = None,
     ) -> None:
         self._settings = settings
+        self._refuse = refuse  # True for a secret file: nothing of it may reach a model (lsp/exclusion.py)
         self._backend = backend
         self._generate = generate
         self._tokenizer = tokenizer
@@ -464,6 +466,9 @@ class NextEditEngine:
         empty = Suggestion(doc.uri, doc.version, Region(0, 0, 0, 0, ""))
         if not s.next_edit or not s.enabled_for(doc.language_id):
             empty.reason = "next edits are off"
+            return empty
+        if self._refuse is not None and self._refuse(doc, "next edit"):
+            empty.reason = f"nothing is sent to the model for this file: {doc.excluded}"
             return empty
         if not 0 <= line < doc.index.line_count:
             empty.reason = f"line {line} is outside the document ({doc.index.line_count} lines)"

@@ -36,6 +36,7 @@ async def complete_after_selection(
     text = doc.text
     virtual = Document(doc.uri, doc.language_id, doc.version, BlockLineIndex(text[:a] + selected.text + text[b:]))
     virtual.shown_path = doc.shown_path  # the prompt names the file as for the document itself
+    virtual.excluded = doc.excluded
     vline, vchar = virtual.position(a + len(selected.text))
     items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
     out = []

@@ -32,6 +32,7 @@ from .confidence import threshold
 from .diagnostics_scheduler import DiagnosticsScheduler
 from .documents import Document, DocumentStore, root_paths
 from .edit_history import EditHistory
+from .exclusion import Exclusion
 from .log_file import configure_file_log, configure_logging
 from .params import arg as _arg
 from .params import plain as _plain
@@ -80,6 +81,8 @@ class DGemmaServer(LanguageServer):
         self.client_caps: types.ClientCapabilities | None = None
         self.backend_mgr = BackendManager(self)
         self.history = EditHistory()  # recent edits per document, memory only (lsp/edit_history.py)
+        # secret files never reach a model (lsp/secret_files.py): features ask exclusion.refuse first
+        self.exclusion = Exclusion(self.docs, self.stats, self.log_line, self._show_error, self._drop_excluded)
         self.completion = CompletionEngine(
             settings=lambda: self.settings,
             backend=self.backend_mgr.ready_backend,
@@ -90,6 +93,7 @@ class DGemmaServer(LanguageServer):
             snippets=self._snippets,
             not_ready=self.backend_mgr.not_ready_reason,
             history=lambda doc, count: self.history.render(doc.uri, count, self.settings.edit_history_tokens),
+            refuse=self.exclusion.refuse,
         )
         self.next_edit = ne.NextEditEngine(
             settings=lambda: self.settings,
@@ -99,7 +103,9 @@ class DGemmaServer(LanguageServer):
             history=self.history,
             stats=self.stats,
             log_fn=self.log_line,
+            refuse=self.exclusion.refuse,
         )
+        self.exclusion.refresh(settings.exclude_files)
         self.diagnostics = DiagnosticsScheduler(self)
         self._reporting = False
         self.exiting = False  # after `exit` the transport is closed: nothing may be sent any more
@@ -128,6 +134,19 @@ class DGemmaServer(LanguageServer):
             self.window_log_message(types.LogMessageParams(type=client_log.message_type(level), message=message))
         except Exception:  # no transport yet (tests) or the client went away
             pass
+
+    def _show_error(self, message: str) -> None:
+        if not self.exiting:
+            try:
+                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+            except Exception:  # no transport yet (tests) or the client went away: the log has it
+                pass
+
+    def _drop_excluded(self, doc: Document) -> None:
+        """A document just became excluded: stop its generations and forget its edits."""
+        self.completion.on_change(doc.uri)
+        self.next_edit.on_change(doc.uri)
+        self.history.forget(doc.uri)
 
     def _notify(self, method: str, payload: dict[str, Any]) -> None:
         if self.exiting:
@@ -173,6 +192,8 @@ class DGemmaServer(LanguageServer):
             self.backend_mgr.start(reason="settings changed")
         if changed & DIAGNOSTICS_KEYS:
             self.diagnostics.rescan()
+        if "exclude_files" in changed:
+            self.exclusion.refresh(new.exclude_files)
 
     async def pull_configuration(self) -> None:
         if not self._supports_configuration():
@@ -230,6 +251,7 @@ def initialize(ls: DGemmaServer, params: types.InitializeParams) -> None:
     ls.docs.roots = root_paths([*folders, params.root_uri, params.root_path])
     if params.initialization_options is not None:
         ls.apply_settings(init_options=params.initialization_options, source="initializationOptions")
+    ls.exclusion.refresh(ls.settings.exclude_files)  # with the folders' .dgemmaignore files
 
 
 @_feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -238,6 +260,7 @@ def did_change_workspace_folders(ls: DGemmaServer, params: types.DidChangeWorksp
     ls.docs.change_roots(
         added=root_paths([f.uri for f in ev.added or ()]), removed=root_paths([f.uri for f in ev.removed or ()])
     )
+    ls.exclusion.refresh()
 
 
 @_feature(types.INITIALIZED)
@@ -288,7 +311,10 @@ def did_change(ls: DGemmaServer, params: types.DidChangeTextDocumentParams) -> N
         ls.log_line(logging.WARNING, f"didChange for a document that is not open: {uri}")
         return
     for change in params.content_changes:
-        if isinstance(change, types.TextDocumentContentChangePartial):
+        if isinstance(change, types.TextDocumentContentChangePartial) and doc.excluded:
+            r = change.range  # a secret file's edits are never kept (they would be prompt text)
+            doc.apply_change((r.start.line, r.start.character), (r.end.line, r.end.character), change.text)
+        elif isinstance(change, types.TextDocumentContentChangePartial):
             r = change.range
             warning = ls.history.observe(
                 uri,
@@ -312,10 +338,16 @@ def did_change(ls: DGemmaServer, params: types.DidChangeTextDocumentParams) -> N
     ls.diagnostics.on_change(uri)
 
 
+@_feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: DGemmaServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.exclusion.on_saved(params.text_document.uri)
+
+
 @_feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DGemmaServer, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.docs.close(uri)
+    ls.exclusion.forget(uri)
     ls.completion.on_close(uri)
     ls.next_edit.on_close(uri)
     ls.diagnostics.on_close(uri)
@@ -509,6 +541,7 @@ def status(ls: DGemmaServer) -> dict[str, Any]:
             "from": "setting" if s.min_confidence is not None else "model" if backend is not None else "loading",
         },
         "stats": ls.stats.snapshot(),
+        "privacy": ls.exclusion.status(),  # which open documents no model sees, and why
         "settings": {k: v for k, v in s.to_dict().items() if k not in ("headers", "api_key_env")},
     }
 

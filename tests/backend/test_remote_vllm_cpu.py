@@ -186,8 +186,12 @@ os.environ.pop("VLLM_TUNED_CONFIG_FOLDER", None)
 vllm_plugin.register()
 arch = "DiffusionGemmaForBlockDiffusion"
 target = ModelRegistry.models[arch]
+registered = {"attention": AttentionBackendEnum.TRITON_ATTN.get_path(),
+              "moe_folder": os.environ.get("VLLM_TUNED_CONFIG_FOLDER", "")}
+vllm_plugin.activate()  # what our DiffusionGemma classes do before their layers
 f = detect_features()
 print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_native_options(),
+                  "registered": registered,
                   "attention": AttentionBackendEnum.TRITON_ATTN.get_path(),
                   "doctor": dict(plugin_lines(vllm_version())),
                   "target": str(getattr(target, "class_name", target)), "module": str(getattr(target, "module_name", "")),
@@ -199,8 +203,8 @@ print(json.dumps({"version": vllm.__version__, "native": vllm_plugin.vllm_has_na
 def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Path) -> None:
     """vLLM >= 0.32 reworked its DiffusionGemma sampler: our 0.26-era subclass must not replace it (in the real
     vLLM registry; without a draft tap nothing of ours does), the backend sends none of our options but the tap's
-    flag, promises drafts (tapped from vLLM's own sampler), our MoE config still applies and TRITON_ATTN resolves to
-    our attention backend."""
+    flag, promises drafts (tapped from vLLM's own sampler); once a DiffusionGemma model is built (``activate()``) our
+    MoE config applies and TRITON_ATTN resolves to our attention backend."""
     env = {**os.environ, "PYTHONPATH": str(installed_layout(tmp_path)), "DGEMMA_VLLM_PLUGIN": "1"}
     env.pop("DGEMMA_DRAFT_TAP", None)
     out = subprocess.run(
@@ -209,7 +213,11 @@ def test_plugin_leaves_native_diffusion_sampler_alone_on_vllm_0_32(tmp_path: Pat
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["native"] is True, got
-    assert "dgemma_lsp" not in got["module"] and "DGemmaLsp" not in got["target"], got  # vLLM's own class serves
+    # vLLM's own class and sampler serve, built after activate() (the scoped class): no 0.26-era sampler subclass
+    assert got["module"].endswith("vllm_scoped_model") and "DGemmaLsp" not in got["target"], got
+    # register() alone changes nothing another model would see
+    assert got["registered"] == {"attention": "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend",
+                                 "moe_folder": ""}, got  # fmt: skip
     assert got["features"] == ["attention", "draft_tap", "moe_config"] and got["drafts"] and got["per_request"], got
     assert got["moe_folder"].endswith("moe_configs"), got
     # our TRITON_ATTN subclass (checked on 0.32-0.33; tests/backend/test_vllm_attention_cpu.py)

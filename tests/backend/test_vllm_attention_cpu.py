@@ -2,7 +2,7 @@
 
 Run with ``scripts/test-vllm-cpu.sh`` (sets ``DGEMMA_VLLM_PYTHON``). The checks run in vLLM's venv
 (``tests/backend/vllm_cpu_attention_probe.py``): the real registry resolves ``TRITON_ATTN`` to our backend after
-``register()``, our implementation is built through vLLM's real ``TritonAttentionImpl.__init__``, and the
+``activate()``, our implementation is built through vLLM's real ``TritonAttentionImpl.__init__``, and the
 ``is_quantized_kv_cache`` import falls back to ``vllm.utils.torch_utils`` where ``vllm.v1.kv_cache_interface`` lacks it.
 Its launches need a GPU: the GPU test (tests/gpu/test_gpu_vllm_attention.py) compares them with vLLM's own
 ``TRITON_ATTN``; tests/backend/test_vllm_attention_surface.py reads what they take from the 0.26 and 0.33 wheels.
@@ -30,6 +30,7 @@ def test_triton_attn_resolves_to_our_subclasses(probe: dict) -> None:
     assert probe["version"].startswith(("0.32", "0.33")), probe["version"]
     assert probe["features"] == ["attention", "draft_tap", "moe_config"]
     assert probe["before"] == "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
+    assert probe["after_register"] == probe["before"]  # register() alone: vLLM's own, for every other model
     assert probe["after"] == "dgemma_lsp.backend.vllm_attention_backend.DGemmaTritonAttentionBackend"
     assert probe["backend_subclass"] and probe["impl_subclass"] and probe["forward_params"]
     assert probe["impl"] == "dgemma_lsp.backend.vllm_attention_backend.DGemmaTritonAttentionImpl"

@@ -40,7 +40,8 @@ def test_the_subclasses_fit_vllm_s_real_classes(probe: dict) -> None:
     assert api["get_model_state_cls_static"] and api["subclasses"] == [True, True, True]
     assert api["features"] == ["attention", "draft_tap", "moe_config"]
     # without a tap vLLM's own model class serves; with one, ours around vLLM's model state and sampler
-    assert api["registry_without_tap"] == "vllm.model_executor.models.diffusion_gemma"
+    # without a tap: vLLM's own model and sampler, built after the plugin's activate() (vllm_scoped_model)
+    assert api["registry_without_tap"] == "dgemma_lsp.backend.vllm_scoped_model"
     assert api["registry_with_tap"] == "dgemma_lsp.backend.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
     assert api["registry_state_cls"] == "DGemmaDraftsModelState"
 

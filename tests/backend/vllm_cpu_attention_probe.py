@@ -1,7 +1,7 @@
 """Run under vLLM's CPU build (``$DGEMMA_VLLM_PYTHON``) by tests/backend/test_vllm_attention_cpu.py: the plugin's
 ``attention`` piece against vLLM's real classes. Prints one JSON line.
 
-What the real registry resolves ``TRITON_ATTN`` to after ``register()``, our implementation built through vLLM's real
+What the real registry resolves ``TRITON_ATTN`` to after ``register()`` (vLLM's own) and after ``activate()``, our implementation built through vLLM's real
 ``TritonAttentionImpl.__init__`` (the attributes our ``forward`` reads, as that ``__init__`` set them), the two
 signatures, and where ``is_quantized_kv_cache`` came from: from ``vllm.v1.kv_cache_interface``, and, with that name
 taken out of the module (a vLLM that keeps it in ``vllm.utils.torch_utils`` only), from the fallback.
@@ -27,6 +27,8 @@ def main() -> dict:
 
     before = AttentionBackendEnum.TRITON_ATTN.get_path()
     vllm_plugin.register()
+    registered = AttentionBackendEnum.TRITON_ATTN.get_path()  # register() alone leaves it to vLLM
+    vllm_plugin.activate()  # what our DiffusionGemma classes call before their layers
     backend = AttentionBackendEnum.TRITON_ATTN.get_class()
     from dgemma_lsp.backend import vllm_attention_backend as ab
 
@@ -77,6 +79,7 @@ def main() -> dict:
         "version": vllm.__version__,
         "features": sorted(vllm_plugin.active_features(vllm_plugin.vllm_has_native_options())),
         "before": before,
+        "after_register": registered,
         "after": AttentionBackendEnum.TRITON_ATTN.get_path(),
         "backend_subclass": issubclass(backend, TritonAttentionBackend),
         "impl": f"{impl_cls.__module__}.{impl_cls.__qualname__}",

@@ -65,6 +65,9 @@ DESCRIPTIONS: dict[str, str] = {
     "attempts uses t_min/t_max).",
     "repair_t_max": "Initial sampling temperature of a model repair.",
     "max_document_bytes": "Documents larger than this get no completions or diagnostics.",
+    "exclude_files": "Globs of files no model ever sees (no completion, next edit or model repair in them, never "
+    "context for other files), added to the built-in secret-file list (.env, *.pem, SSH keys, .netrc, cloud and kube "
+    "credentials, ...). A repository names its own in .dgemmaignore. User settings only.",
     "base_url": "openai backend: base URL of the OpenAI-compatible server.",
     "api_key_env": "openai backend: NAME of the environment variable holding the API key (never the key).",
     "headers": "openai backend: extra HTTP headers.",
@@ -74,6 +77,8 @@ DESCRIPTIONS: dict[str, str] = {
     "read_timeout_s": "openai backend: read timeout (seconds).",
     "retries": "openai backend: retries for idempotent requests before the first byte.",
     "remote_model": "openai backend: model name sent to the server; empty = first of /v1/models.",
+    "allow_insecure_http": "openai backend: allow a plain http:// baseUrl to a host that is not this machine (your "
+    "code then crosses the network unencrypted). User settings only.",
     "vllm_gpu_memory_utilization": "vllm backend: fraction of GPU memory the engine may take.",
     "vllm_max_model_len": "vllm backend: maximum model length (tokens).",
     "vllm_max_num_seqs": "vllm backend: maximum sequences in flight (1-4).",
@@ -97,6 +102,24 @@ ENUMS: dict[str, list[str]] = {
 }
 
 
+# Settings that start a program, pick where code and keys go, weaken TLS, write files or narrow the secret-file
+# exclusion: user settings only (machine scope; editors/vscode/src/trust.ts lists them with the dgemma.server.* ones)
+USER_ONLY = frozenset(
+    {
+        "backend",
+        "model",
+        "base_url",
+        "api_key_env",
+        "headers",
+        "verify_tls",
+        "ca_bundle",
+        "allow_insecure_http",
+        "exclude_files",
+        "log_file",
+    }
+)
+
+
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
@@ -106,7 +129,7 @@ def _json_type(f: dataclasses.Field) -> str | list[str]:
     typ = str(f.type).replace(" ", "")
     base = typ.split("|")[0]
     mapping = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-    json_type = "object" if base.startswith("dict") else mapping[base]
+    json_type = "object" if base.startswith("dict") else "array" if base.startswith("list") else mapping[base]
     return [json_type, "null"] if "None" in typ else json_type
 
 
@@ -122,8 +145,10 @@ def expected_properties() -> dict[str, dict[str, Any]]:
             entry["additionalProperties"] = {"type": "boolean"}
         if f.name in ("headers",):
             entry["additionalProperties"] = {"type": "string"}
+        if f.name in ("exclude_files",):
+            entry["items"] = {"type": "string"}
         entry["description"] = DESCRIPTIONS.get(f.name, "")
-        entry["scope"] = "machine-overridable" if f.name in ("model", "log_file", "ca_bundle") else "window"
+        entry["scope"] = "machine" if f.name in USER_ONLY else "window"
         props[f"dgemma.{camel(f.name)}"] = entry
     return props
 
@@ -141,7 +166,7 @@ def diff(package: dict[str, Any]) -> list[str]:
         if have is None:
             problems.append(f"{key} missing from package.json")
             continue
-        for attr in ("type", "default", "enum"):
+        for attr in ("type", "default", "enum", "scope"):
             if have.get(attr) != entry.get(attr):
                 problems.append(f"{key}.{attr}: package.json has {have.get(attr)!r}, Settings has {entry.get(attr)!r}")
     for key in props:

@@ -110,3 +110,16 @@ def test_nvim012_next_edit_shown_jumped_accepted_dismissed(tiny_checkpoint: Path
         "nothing shown for it",
     ):
         assert checks[name]["ok"], name
+
+
+def test_nvim012_reads_no_project_local_config(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """docs/editors.md, Privacy and trust: a project's .nvim.lua, .exrc, lsp/dgemma.lua, .vscode/settings.json,
+    .dgemma.json or dgemma-lsp.toml changes neither the command nor the settings (exrc stays Neovim's own opt-in)."""
+    data = nvim_test(nvim012(), "test_nvim012_project_config.lua", tiny_checkpoint, tmp_path, 180)
+    for name in (
+        "the user's command",
+        "the user's settings only",
+        "the server serves the user's backend",
+        "no project file's program ran",
+    ):
+        assert data["checks"][name]["ok"], name

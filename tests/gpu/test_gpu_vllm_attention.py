@@ -43,7 +43,9 @@ def test_the_attention_piece_is_active_on_the_staged_vllm() -> None:
 
     native = vllm_plugin.vllm_has_native_options()
     assert "attention" in vllm_plugin.active_features(native, {}), (vllm.__version__, native)
-    vllm_plugin.register()
+    vllm_plugin.register()  # every vLLM process: TRITON_ATTN stays vLLM's
+    assert AttentionBackendEnum.TRITON_ATTN.get_path() != vllm_plugin.ATTENTION_BACKEND
+    vllm_plugin.activate()  # a process that builds DiffusionGemma (our classes call it first)
     assert AttentionBackendEnum.TRITON_ATTN.get_path() == vllm_plugin.ATTENTION_BACKEND
     assert "attention" in dict(plugin_lines(vllm.__version__, native, {}))["  active"].split(", ")
     from dgemma_lsp.backend import vllm_attention_backend as ab

@@ -239,6 +239,7 @@ def test_the_registry_resolves_our_classes_from_their_strings() -> None:
     from dgemma_lsp.backend.vllm_model import DGemmaSampler
 
     assert issubclass(DGemmaSampler, dg.DiffusionSampler)
+    vllm_plugin.activate()  # what the model class does before its layers pick their backend
     attn = AttentionBackendEnum.TRITON_ATTN.get_class()
     assert f"{attn.__module__}.{attn.__qualname__}" == vllm_plugin.ATTENTION_BACKEND
     assert issubclass(attn, TritonAttentionBackend) and issubclass(attn.get_impl_cls(), TritonAttentionImpl)

@@ -78,10 +78,11 @@ async def start_client(
     log_file: Path | None = None,
     faults: bool = True,
     wait_ready: bool = True,
+    workspace: Path | None = None,
 ):
     """Start ``dgemma-lsp --stdio`` under a pytest-lsp client, initialize it and (by default) wait until
     the backend reports ready. ``faults`` starts it through the test-only launcher (:func:`launcher_command`: the
-    ``dgemma.test.*`` commands). The client collects ``dgemma/canvas`` notifications in ``client.canvas``
+    ``dgemma.test.*`` commands); ``workspace`` is the one workspace folder. The client collects ``dgemma/canvas`` notifications in ``client.canvas``
     and answers ``workspace/applyEdit`` by recording the edit in ``client.applied``."""
     import asyncio
 
@@ -107,8 +108,11 @@ async def start_client(
     if configuration is not None:
         client.set_configuration(configuration)
     opts = {"dgemma": dict(SERVER_DEFAULTS, **(settings or {}))}
+    folders = [types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)] if workspace else None
     client.init_result = await client.initialize_session(
-        types.InitializeParams(capabilities=client_capabilities(), initialization_options=opts)
+        types.InitializeParams(
+            capabilities=client_capabilities(), initialization_options=opts, workspace_folders=folders
+        )
     )
     if wait_ready:
         for _ in range(600):

@@ -25,6 +25,9 @@ import { CanvasParams, CanvasTracker, isCanvasParams, Preview, previewApplies, p
 import { fixStructureActions, rewriteActions } from './fix';
 import { doctorCommandLine, findExecutable, missingServerMessage, resolveServerLaunch, ServerLaunch } from './serverCommand';
 import { serverSettings } from './settings';
+import { ignoredMessage, ignoredWorkspaceKeys, isUserOnly, userValue } from './trust';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
 import { NextEditController } from './nextEdit';
 import { ModelReadiness } from './readiness';
@@ -43,6 +46,8 @@ let shownPreview: { editor: vscode.TextEditor; preview: Preview } | undefined;
 /** Until the model reports ready, requests are answered empty; such a request waits here and asks again. */
 const readiness = new ModelReadiness();
 let statusPoll: ReturnType<typeof setInterval> | undefined;
+/** User-only settings a workspace tried to set, already reported (the user is told once). */
+const reportedIgnored = new Set<string>();
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel('DiffusionGemma', { log: true });
@@ -77,6 +82,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await startClient(context);
     }),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (e.affectsConfiguration(SECTION)) reportIgnoredWorkspaceSettings();
       // Launch settings need a new process; everything else goes over workspace/didChangeConfiguration.
       if (e.affectsConfiguration(`${SECTION}.server`)) {
         await stopClient();
@@ -95,7 +101,32 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.window.onDidChangeActiveTextEditor(() => clearPreview()),
   );
+  reportIgnoredWorkspaceSettings();
   await startClient(context);
+}
+
+/** Say once which user-only settings (trust.ts) this workspace sets: they are ignored. */
+function reportIgnoredWorkspaceSettings(): void {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const files: string[] = [];
+  const paths = (vscode.workspace.workspaceFolders ?? []).map((f) => join(f.uri.fsPath, '.vscode', 'settings.json'));
+  const wsFile = vscode.workspace.workspaceFile;
+  if (wsFile?.scheme === 'file') paths.push(wsFile.fsPath);
+  for (const p of paths) {
+    try {
+      files.push(readFileSync(p, 'utf8'));
+    } catch {
+      // no settings file there
+    }
+  }
+  const fresh = ignoredWorkspaceKeys((key) => cfg.inspect(key), files).filter((k) => !reportedIgnored.has(k));
+  if (fresh.length === 0) return;
+  for (const k of fresh) reportedIgnored.add(k);
+  const msg = ignoredMessage(fresh);
+  output.warn(msg);
+  void vscode.window.showWarningMessage(msg, 'Open User Settings').then(async (pick) => {
+    if (pick) await vscode.commands.executeCommand('workbench.action.openSettings', 'dgemma');
+  });
 }
 
 export async function deactivate(): Promise<void> {
@@ -109,16 +140,17 @@ function schemaKeys(context: vscode.ExtensionContext): string[] {
 
 function currentServerSettings(context: vscode.ExtensionContext): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration(SECTION);
-  return serverSettings(schemaKeys(context), (key) => cfg.inspect(key));
+  return serverSettings(schemaKeys(context), (key) => cfg.inspect(key), isUserOnly);
 }
 
 async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const cfg = vscode.workspace.getConfiguration(SECTION);
+  // the user's values only, whatever a workspace sets (trust.ts)
   launch = resolveServerLaunch({
-    command: cfg.get<string>('server.command'),
-    pythonPath: cfg.get<string>('server.pythonPath'),
-    extraArgs: cfg.get<string[]>('server.extraArgs'),
-    env: cfg.get<Record<string, string>>('server.env'),
+    command: userValue<string>(cfg.inspect('server.command')),
+    pythonPath: userValue<string>(cfg.inspect('server.pythonPath')),
+    extraArgs: userValue<string[]>(cfg.inspect('server.extraArgs')),
+    env: userValue<Record<string, string>>(cfg.inspect('server.env')),
   });
   output.appendLine(`starting: ${launch.command} ${launch.args.join(' ')}`);
   readiness.reset();

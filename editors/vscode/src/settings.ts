@@ -42,13 +42,16 @@ export function explicitValue(info: Inspected | undefined): { set: boolean; valu
 export function serverSettings(
   schemaKeys: string[],
   inspect: (key: string) => Inspected | undefined,
+  userOnly: (key: string) => boolean = () => false,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const full of schemaKeys) {
     if (!full.startsWith('dgemma.')) continue;
     const key = full.slice('dgemma.'.length);
     if (CLIENT_ONLY_PREFIXES.some((p) => key.startsWith(p))) continue;
-    const { set, value } = explicitValue(inspect(key));
+    const info = inspect(key);
+    // a user-only setting (trust.ts): the user's value or none, whatever a workspace says
+    const { set, value } = userOnly(key) ? explicitValue({ key, globalValue: info?.globalValue }) : explicitValue(info);
     if (set) out[key] = value;
   }
   return out;

@@ -10,7 +10,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Browser, chromium, Page } from 'playwright-core';
 
 /** The server command from DGEMMA_LSP_CMD (JSON list) as the extension's settings: the arguments after --stdio
@@ -81,7 +81,10 @@ export class Workbench {
   async start(settings: Record<string, unknown>, files: Record<string, string>): Promise<void> {
     const extDir = join(this.root, 'ext');
     for (const d of [this.ws, this.userData, extDir, join(this.userData, 'User')]) mkdirSync(d, { recursive: true });
-    for (const [name, text] of Object.entries(files)) writeFileSync(join(this.ws, name), text);
+    for (const [name, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(this.ws, name)), { recursive: true }); // e.g. .vscode/settings.json
+      writeFileSync(join(this.ws, name), text);
+    }
     this.writeSettings(settings);
     const codeServer = process.env.CODE_SERVER ?? 'code-server';
     const vsix = process.env.DGEMMA_VSIX ?? join(__dirname, '..', '..', '..', 'dgemma-lsp.vsix');
