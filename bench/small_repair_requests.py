@@ -17,11 +17,11 @@ import random
 import torch
 
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
-from training import evaluate, tasks
 from dgemma_lsp.backend.transformers_backend import TransformersBackend
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.diagnostics import find_issues
 from dgemma_lsp.lsp.repair.model import _fix_all_by_windows
+from training import evaluate, tasks
 
 
 def main() -> None:

@@ -114,8 +114,8 @@ def test_model_repairs_some_held_out_json(backend) -> None:
     """``fix --repair model``'s path on 18 held-out synthetic breakages (2 of each of the 9 kinds): the shipped model
     fixes most of them, keeping every value (v9 fixes 11 of these 18; v6 fixed 12, v5 7),
     and every fix it returns parses (the repair validates before it returns)."""
-    from training import evaluate
     from dgemma_lsp.config import Settings
+    from training import evaluate
 
     settings, _ = Settings().merged(evaluate.SMALL_SETTINGS)
     report = evaluate.run_json(backend, {}, 18, settings)
