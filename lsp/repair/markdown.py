@@ -9,9 +9,10 @@ and :func:`table_is_consistent` uses it to validate repaired tables (a small reg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import jsonc as _json
+from . import md_structure as _mds
 
 _BQ = re.compile(r"[ ]{0,3}>[ ]?")
 _FENCE_OPEN = re.compile(r"([ \t]*)(`{3,}|~{3,})(.*)$")
@@ -322,7 +323,38 @@ def _list_base(lines: list[str], first: int) -> int:
 
 
 def find_markdown_issues(text: str) -> list[MdIssue]:
+    """Every structure problem of a Markdown document with its repair, in document order. After a fence closed by
+    the wrong line, the rest is read as if that line were repaired (so later fences are not read inside out)."""
     blocks, lines, starts = scan_blocks(text)
+    for b in blocks:
+        if b.kind != "fence":
+            continue
+        j = _mds.fence_closer(lines, b, lambda ln: _strip_bq(ln)[1])
+        if j is None:
+            continue
+        fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
+        a, e, new = fix.edits[0]
+        delta = len(new) - (e - a)
+        before = _block_issues(text, [x for x in blocks if x.last < b.first], lines, starts)
+        after = []
+        for i in find_markdown_issues(text[:a] + new + text[e:]):
+            if i.start > a + len(new) and all(x >= a + len(new) for ed in i.edits for x in ed[:2]):
+                after.append(
+                    replace(
+                        i,
+                        start=i.start - delta,
+                        end=i.end - delta,
+                        edits=[(x - delta, y - delta, t) for x, y, t in i.edits],
+                        region=(i.region[0] - delta, i.region[1] - delta),
+                    )
+                )
+        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[b.first]]
+        return sorted(before + lists + [fix] + after, key=lambda i: i.start)
+    issues = _block_issues(text, blocks, lines, starts) + _mds.list_issues(text, lines, starts, MdIssue)
+    return sorted(issues, key=lambda i: i.start)
+
+
+def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list[int]) -> list[MdIssue]:
     issues: list[MdIssue] = []
     nlines = len(lines)
 
@@ -374,12 +406,16 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
             continue
         base = _list_base(lines, b.first)
         if b.kind == "table":
+            style = _mds.table_issues(text, lines, starts, b, MdIssue)
+            issues += style
+            cut = [i for i in style if i.code == "md.table-swallows-paragraph"]
+            last = b.last if not cut else _line_at(starts, cut[0].start) - 1
             hdr = len(split_cells(_row_body(lines[b.first], base)[1]))
-            counts = [len(split_cells(_row_body(lines[i], base)[1])) for i in range(b.first + 2, b.last + 1)]
+            counts = [len(split_cells(_row_body(lines[i], base)[1])) for i in range(b.first + 2, last + 1)]
             if all(c == hdr for c in counts):
                 continue
-            edits, width = table_edits(text, lines, starts, b.first, b.last, has_sep=True, base=base)
-            reg = region(b.first, b.last)
+            edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base)
+            reg = region(b.first, last)
             for i, cnt in enumerate(counts, start=b.first + 2):
                 if cnt != hdr:
                     s, e = line_span(i)
@@ -412,6 +448,20 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                         reg,
                     )
                 )
+            elif (sep := _mds.damaged_separator(_row_body(lines[b.first], base)[1], second)) is not None:
+                s, e = line_span(b.first + 1)
+                col = _row_body(lines[b.first + 1], base)[0]
+                issues.append(
+                    MdIssue(
+                        s,
+                        e,
+                        "md.table-separator",
+                        "the separator row under the header is damaged (a | is missing): not rendered as a table",
+                        "markdown",
+                        [(s + col, e, sep)],
+                        reg,
+                    )
+                )
             else:
                 edits, _ = table_edits(text, lines, starts, b.first, b.last, has_sep=False, base=base)
                 s, e = line_span(b.first)
@@ -427,6 +477,13 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                     )
                 )
     return issues
+
+
+def _line_at(starts: list[int], pos: int) -> int:
+    """Index of the line holding offset ``pos``."""
+    import bisect
+
+    return bisect.bisect_right(starts, pos) - 1
 
 
 def table_at(text: str, offset: int) -> tuple[Block, list[str], list[int]] | None:

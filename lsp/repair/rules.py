@@ -10,6 +10,7 @@ from ..diagnostics import StructureIssue, normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
+from .keystroke import keystroke_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
@@ -74,6 +75,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         targets = [target]
     else:
         targets = list(raw)
+    if lang in ("json", "jsonc"):
+        one = _keystroke(text, lang, issue)
+        if one is not None:
+            return one
     what = describe(lang)
     title_one = f"Fix {describe(getattr(targets[0], 'language', lang))}: {targets[0].message}"
     title = title_one if issue is not None else f"Fix all {what} structure problems"
@@ -170,6 +175,27 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         "in-place repairs, json-repair on the values they could not fix",
         span=_whole_lines(text, s, e),
         language=lang,
+    )
+
+
+def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None:
+    """One typed or deleted syntax character undone (:mod:`.keystroke`), when that makes the whole document parse
+    and, for one issue, the edit lies on the issue's lines or the three before them."""
+    fixed = keystroke_fix(text, lang == "jsonc")
+    if fixed is None:
+        return None
+    s, e, _ = changed_span(text, fixed)
+    span = _whole_lines(text, s, e)
+    if issue is not None:
+        lo = text.rfind("\n", 0, max(0, text.rfind("\n", 0, text.rfind("\n", 0, issue.start)))) + 1
+        if span[1] < lo or span[0] > issue.end:
+            return None
+    if validate_fix(text, fixed, lang, span) is not None:
+        return None
+    codes = [issue.code] if issue is not None else sorted({i.code for i in _raw_issues(text, lang)})
+    what = issue.message if issue is not None else f"{describe(lang)} structure"
+    return _fix_from_texts(
+        text, fixed, f"Fix {what}: one character (deterministic rules)", codes, "one keystroke undone", span=span
     )
 
 

@@ -13,6 +13,7 @@ Checks, in order (the first failure is returned as a one-line reason):
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -243,6 +244,13 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_f:
         if k in _json.VALUE_KINDS:
             have[_json.lenient_value(k, fixed[a:b])] += 1
+    for k, a, b in in_o:
+        if k in (_json.WORD, _json.BAD_NUMBER) and _SEPARATED.fullmatch(original, a, b):
+            return f"the fix would turn the number {original[a:b]} into a string"  # 1_000 is 1000 to its writer
+    written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
+    why = _invented(have - need, written) or _url_cut(original, in_o, have)
+    if why:
+        return why
     missing = need - have
     if missing and _only_quotes_moved(original, fixed, in_o, in_f):
         missing = Counter()  # "type: "git" -> "type": "git": the same characters, a quote put back in its place
@@ -289,6 +297,36 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     return None
 
 
+_SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
+
+
+def _invented(extra: Counter, written: str) -> str | None:
+    """A value in the fix that the user never wrote: a ``null`` / ``true`` / number standing in for a missing value
+    (or turned up by reading a list's items as keys), an empty string. ``written`` is the original span's text (a
+    ``true`` inside a string left open there is the user's). Strings built from the user's words are judged by the
+    letter pool below."""
+    for kind, v in extra:
+        if kind in ("l", "n"):
+            spelled = str(int(v)) if isinstance(v, float) and v.is_integer() else json.dumps(v)
+            if not re.search(rf"(?<![\w.]){re.escape(spelled)}(?![\w])", written, re.IGNORECASE):
+                return f"the fix invents the value {json.dumps(v)}"
+        if kind == "s" and v == "":
+            return "the fix invents an empty string"
+    return None
+
+
+def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
+    """``https://host/path`` read as ``https`` and a ``//`` comment: the fix must keep the rest inside a string."""
+    strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+    for k, a, b in in_o:
+        if k == _json.COMMENT and original.startswith("//", a) and a >= 2 and original[a - 1] == ":":
+            if original[a - 2].isalnum():
+                rest = original[a:b].rstrip().rstrip('",}]').rstrip()
+                if not any(rest in v for v in strings):
+                    return f"the fix cuts the URL before {rest[:20]!r}"
+    return None
+
+
 def _kept(ch: str) -> bool:
     """Characters a string may only hold when an original value held them (letters, digits, double quotes)."""
     return ch.isalnum() or ch == '"'
@@ -312,6 +350,8 @@ def _comment_text(t: str) -> str:
 
 
 _WORD = re.compile(r"[^\s|]+")
+# Markdown syntax, not words: a fence run, a list marker or number, a separator cell (their repairs change them).
+_MD_SYNTAX = re.compile(r"`+|~+|[-*+]|\d{1,9}[.)]|:?-+:?")
 
 
 def _json_fences(text: str) -> list[tuple[int, int, str]]:
@@ -354,8 +394,8 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             if body != fbody and (why := validate_fix(body, fbody, lg, (0, len(body)), keep_values=keep_values)):
                 return why
         if keep_values:
-            need = Counter(_WORD.findall(_without(original, s, e, o_in)))
-            have = Counter(_WORD.findall(_without(fixed, fs, fe, f_in)))
+            need = Counter(w for w in _WORD.findall(_without(original, s, e, o_in)) if not _MD_SYNTAX.fullmatch(w))
+            have = Counter(w for w in _WORD.findall(_without(fixed, fs, fe, f_in)) if not _MD_SYNTAX.fullmatch(w))
             lost = need - have
             if lost:
                 return f"the fix drops text from the span: {next(iter(lost))!r}"
