@@ -9,6 +9,8 @@ candidate whose bracket depth matches the indentation of most lines wins; a tie 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 from collections import Counter
@@ -39,17 +41,21 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         err = getattr(exc, "pos", len(blank))
     except RecursionError:
         return None
-    found = _candidates(text, blank, err)
-    if not found:
-        return None
-    unit = _indent_unit(text)
-    best: dict[str, tuple[int, int, int, int, str]] = {}  # value -> (-agreement, padded, kind, distance, text)
-    for cand, value, kind, dist, padded in found:
-        key = (-_indent_agreement(_blank_jsonc(cand) if jsonc else cand, unit), padded, kind, dist, cand)
+    shape = _Shape(blank)
+    values: list[object] = []
+    best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
+    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
-        if value not in best or key < best[value]:
-            best[value] = key
-    ranked = sorted(best.values())
+        key = (-shape.agreement(row, new_line), padded, kind, dist, cand)
+        k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
+        if k is None:
+            values.append(value)
+            best.append(key)
+        elif key < best[k]:
+            best[k] = key
+    if not best:
+        return None
+    ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         return None  # equally plausible repairs that mean different things: the indentation cannot tell
     return ranked[0][4]
@@ -64,14 +70,15 @@ def _padded(blank: str, a: int, ch: str) -> int:
     return int((after in (" ", "\t") and before in ":,[{ \t") or (before in (" ", "\t") and after in ",}]"))
 
 
-def _candidates(text: str, blank: str, err: int) -> list[tuple[str, str, int, int, int]]:
-    """(document, canonical value, 0 insert / 1 delete, distance to the error, padded) of every candidate that
-    parses."""
-    found: list[tuple[str, str, int, int, int]] = []
-    small = len(blank) <= SMALL
+def _candidates(text: str, blank: str, err: int, shape: _Shape) -> list[tuple[str, object, int, int, int, int, str]]:
+    """(document, value, kind (insert 0, loose comma 1, delete 2), distance to the error, padded, line
+    index, the edited line) of every candidate that parses."""
+    found: list[tuple[str, object, int, int, int, int, str]] = []
+    small = len(blank) <= SMALL and len(shape.starts) <= 3  # compact text: every edit; pretty: plausible lines
     budget = MAX_SMALL_PARSES if small else MAX_CANDIDATES
     seen: set[str] = set()
-    for lo, hi in _lines_near(blank, err):
+    for row in shape.rows_near(err):
+        lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
         inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
         for pos in range(lo, hi + 1):
@@ -83,7 +90,8 @@ def _candidates(text: str, blank: str, err: int) -> list[tuple[str, str, int, in
             if pos < hi and blank[pos] in DELETE:
                 edits.append((pos, pos + 1, ""))
             for a, b, ch in edits:
-                if not small and not _LINE.fullmatch(line[: a - lo] + ch + line[b - lo :]):
+                new_line = line[: a - lo] + ch + line[b - lo :]
+                if not small and not _LINE.fullmatch(new_line):
                     continue
                 cand_blank = blank[:a] + ch + blank[b:]
                 if cand_blank in seen:
@@ -96,98 +104,120 @@ def _candidates(text: str, blank: str, err: int) -> list[tuple[str, str, int, in
                     value = json.loads(cand_blank)
                 except (ValueError, RecursionError):
                     continue
-                value_text = json.dumps(value, sort_keys=True)
                 # a comma or colon goes right after the token it follows ("1, " not "1 ,")
                 loose = ch in ",:" and blank[a - 1 : a].isspace()
                 kind = (0 if ch else 2) + int(loose)
-                found.append((text[:a] + ch + text[b:], value_text, kind, abs(a - err), _padded(blank, a, ch)))
+                cand = text[:a] + ch + text[b:]
+                found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
 
 
-def _lines_near(text: str, err: int) -> list[tuple[int, int]]:
-    """(start, end) of the error's line and the two non-blank lines before it, and of the first line whose
-    indentation disagrees with its bracket depth (where a block lost its opener or closer) and the one before."""
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    ends = [s - 1 for s in starts[1:]] + [len(text)]
-    at = max(0, _line_of(starts, min(err, len(text))))
-    picks = [at]
-    k = at - 1
-    while k >= 0 and len(picks) < 3:
-        if text[starts[k] : ends[k]].strip():
-            picks.append(k)
-        k -= 1
-    odd = _first_misindented(text, starts, ends)
-    if odd is not None:
-        picks += [odd, max(0, odd - 1)]
-    return [(starts[i], ends[i]) for i in dict.fromkeys(picks)]  # the error's line first
-
-
-def _line_of(starts: list[int], pos: int) -> int:
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= pos:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
+_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]\n]')  # strings skipped whole; brackets; line ends
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
 
-def _depths(text: str, starts: list[int], ends: list[int]) -> list[int]:
-    """Bracket depth at each line's first token (a leading closer already counted)."""
-    out = []
-    depth = 0
-    for s, e in zip(starts, ends, strict=True):
-        line = text[s:e]
-        stripped = line.lstrip()
-        first = depth - 1 if stripped[:1] in ("}", "]") else depth
-        out.append(first)
-        for m in _TOKENS.finditer(line):
+class _Shape:
+    """Each line's indentation and bracket depth in the broken document, so that a candidate edit's agreement
+    between indentation and nesting is counted without rescanning the whole text: an edit on one line shifts the
+    depth of every later line by the same amount."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.ends = [s - 1 for s in self.starts[1:]] + [len(text)]
+        n = len(self.starts)
+        self.indent: list[int | None] = [  # None: a blank line
+            m.end() - m.start() if m.end() < len(text) and text[m.end()] not in "\r\n" else None
+            for m in re.finditer(r"(?m)^[ \t]*", text)
+        ][:n]
+        self.first = [0] * n  # depth at the line's first token
+        self.after = [0] * n  # depth after the line
+        depth, row, leading = 0, 0, True
+        for m in _SCAN.finditer(text):
             t = m.group()
-            if t in ("{", "["):
+            if t == "\n":
+                self.after[row] = depth
+                row += 1
+                self.first[row] = depth
+                leading = True
+                continue
+            if t in "{[":
                 depth += 1
-            elif t in ("}", "]"):
+            elif t in "}]":
+                if leading:
+                    self.first[row] = depth - 1
                 depth -= 1
-    return out
+            leading = False
+        self.after[row] = depth
+        for r in range(row + 1, n):
+            self.first[r] = self.after[r] = depth
+        self.unit = _indent_unit(self.indent)
+        self.fits = [self._fits(i, self.first[i]) for i in range(n)]
+        self.prefix = [0, *itertools.accumulate(self.fits)]
+        self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
+
+    def _fits(self, i: int, depth: int) -> bool:
+        return self.unit > 0 and self.indent[i] is not None and self.indent[i] == depth * self.unit
+
+    def suffix(self, delta: int) -> list[int]:
+        """suffix[i]: lines from i on that fit when every depth from there is shifted by ``delta``."""
+        if delta not in self._suffix:
+            fits = [self._fits(i, self.first[i] + delta) for i in range(len(self.starts))]
+            self._suffix[delta] = [*itertools.accumulate(reversed(fits))][::-1] + [0]
+        return self._suffix[delta]
+
+    def agreement(self, row: int, new_line: str) -> int:
+        """Lines indented as deep as they nest once line ``row`` reads ``new_line``."""
+        if not self.unit:
+            return 0
+        before = self.after[row - 1] if row else 0
+        body = new_line.lstrip(" \t")
+        first = before - 1 if body[:1] in ("}", "]") else before
+        own = int(body.strip() != "" and len(new_line) - len(body) == first * self.unit)
+        delta = before + _net(new_line) - self.after[row]
+        return self.prefix[row] + own + self.suffix(delta)[row + 1]
+
+    def rows_near(self, err: int) -> list[int]:
+        """The error's line and the two non-blank lines before it, then the first line whose indentation
+        disagrees with its depth (where a block lost its opener or closer) and the one before it."""
+        at = bisect.bisect_right(self.starts, min(err, len(self.text))) - 1
+        picks = [at]
+        k = at - 1
+        while k >= 0 and len(picks) < 3:
+            if self.indent[k] is not None:
+                picks.append(k)
+            k -= 1
+        odd = next(
+            (i for i, (ind, ok) in enumerate(zip(self.indent, self.fits, strict=True)) if ind is not None and not ok),
+            None,
+        )
+        if odd is not None and self.unit:
+            picks += [odd, max(0, odd - 1)]
+        return list(dict.fromkeys(picks))
 
 
-def _indent_unit(text: str) -> int:
+def _net(line: str) -> int:
+    """Openers minus closers on a line, outside strings."""
+    if "{" not in line and "}" not in line and "[" not in line and "]" not in line:
+        return 0
+    n = 0
+    for m in _TOKENS.finditer(line):
+        t = m.group()
+        if t in ("{", "["):
+            n += 1
+        elif t in ("}", "]"):
+            n -= 1
+    return n
+
+
+def _indent_unit(indents: list[int | None]) -> int:
     """The document's indentation step (2, 4, a tab = 1), from the most common change between lines."""
     steps: Counter = Counter()
     prev = 0
-    for line in text.splitlines():
-        if not line.strip():
+    for ind in indents:
+        if ind is None:
             continue
-        ind = len(line) - len(line.lstrip(" \t"))
         if ind != prev:
             steps[abs(ind - prev)] += 1
         prev = ind
     return steps.most_common(1)[0][0] if steps else 0
-
-
-def _first_misindented(text: str, starts: list[int], ends: list[int]) -> int | None:
-    unit = _indent_unit(text)
-    if not unit:
-        return None
-    for i, d in enumerate(_depths(text, starts, ends)):
-        line = text[starts[i] : ends[i]]
-        if line.strip() and len(line) - len(line.lstrip(" \t")) != d * unit:
-            return i
-    return None
-
-
-def _indent_agreement(text: str, unit: int) -> int:
-    """How many lines are indented as deep as their brackets nest (0 for a one-line document)."""
-    if not unit:
-        return 0
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    ends = [s - 1 for s in starts[1:]] + [len(text)]
-    n = 0
-    for i, d in enumerate(_depths(text, starts, ends)):
-        line = text[starts[i] : ends[i]]
-        if line.strip() and len(line) - len(line.lstrip(" \t")) == d * unit:
-            n += 1
-    return n

@@ -87,7 +87,8 @@ def table_issues(text: str, lines: list[str], starts: list[int], block: Block, i
     out: list[MdIssue] = []
     rows = list(range(block.first, block.last + 1))
     cut = next((i for i in rows[2:] if "|" not in lines[i]), None)
-    if cut is not None:
+    # prose: after at least one real row, or a sentence (a lone "1" under the header is a one-cell row)
+    if cut is not None and (cut > block.first + 2 or len(lines[cut].split()) >= 3):
         at = starts[cut]
         out.append(
             issue_cls(
@@ -158,13 +159,42 @@ def damaged_separator(header: str, second: str) -> str | None:
 def list_issues(text: str, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
     """A bullet whose marker differs from the items around it (it splits the list in three), an ordered list
     numbered out of sequence, a nested item one space short of its siblings (it falls out of the nested list)."""
-    if len(text) > MAX_LIST_PARSE or not re.search(r"(?m)^[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]", text):
+    if len(text) > MAX_LIST_PARSE or not _suspect_lists(lines):
         return []
     tokens = _parse(text)
     out = _marker_issues(tokens, lines, starts, issue_cls)
     out += _number_issues(tokens, lines, starts, issue_cls)
     out += _indent_issues(tokens, lines, starts, issue_cls)
     return out
+
+
+_ANY_ITEM = re.compile(r"([ ]*)(?:([-*+])|(\d{1,9})[.)])[ \t]")
+
+
+def _suspect_lists(lines: list[str]) -> bool:
+    """A cheap look at the item lines before the full parse: two bullet characters, numbers neither in sequence
+    nor all equal, or an item one space left of the item above it. Documents with none of these have none of
+    the list problems."""
+    bullets: set[str] = set()
+    nums: list[int] = []
+    prev_ind = -1
+    for line in [*lines, "end"]:
+        m = _ANY_ITEM.match(line)
+        if m is None:
+            if line.strip() and not line[:1].isspace():  # a paragraph at column 0 ends the list
+                if len(set(nums)) > 1 and nums != list(range(nums[0], nums[0] + len(nums))):
+                    return True
+                nums = []
+            continue
+        ind = len(m.group(1))
+        if m.group(2):
+            bullets.add(m.group(2))
+        elif ind == 0:
+            nums.append(int(m.group(3)))
+        if len(bullets) > 1 or ind == prev_ind - 1 >= 1:
+            return True
+        prev_ind = ind
+    return False
 
 
 @lru_cache(maxsize=8)
