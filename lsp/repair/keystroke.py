@@ -44,7 +44,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     shape = _Shape(blank)
     values: list[object] = []
     best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
-    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape):
+    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
         key = (-shape.agreement(row, new_line), padded, kind, dist, cand)
         k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
@@ -58,7 +58,15 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         return None  # equally plausible repairs that mean different things: the indentation cannot tell
+    after = _misfits(_Shape(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
+    if after and after >= _misfits(shape):
+        return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+def _misfits(shape: _Shape) -> int:
+    """Non-blank lines not indented as deep as they nest (0 when the text has no indentation step)."""
+    return sum(ind is not None for ind in shape.indent) - shape.prefix[-1] if shape.unit else 0
 
 
 def _padded(blank: str, a: int, ch: str) -> int:
@@ -70,7 +78,9 @@ def _padded(blank: str, a: int, ch: str) -> int:
     return int((after in (" ", "\t") and before in ":,[{ \t") or (before in (" ", "\t") and after in ",}]"))
 
 
-def _candidates(text: str, blank: str, err: int, shape: _Shape) -> list[tuple[str, object, int, int, int, int, str]]:
+def _candidates(
+    text: str, blank: str, err: int, shape: _Shape, jsonc: bool
+) -> list[tuple[str, object, int, int, int, int, str]]:
     """(document, value, kind (insert 0, loose comma 1, delete 2), distance to the error, padded, line
     index, the edited line) of every candidate that parses."""
     found: list[tuple[str, object, int, int, int, int, str]] = []
@@ -93,10 +103,12 @@ def _candidates(text: str, blank: str, err: int, shape: _Shape) -> list[tuple[st
                 new_line = line[: a - lo] + ch + line[b - lo :]
                 if not small and not _LINE.fullmatch(new_line):
                     continue
-                cand_blank = blank[:a] + ch + blank[b:]
-                if cand_blank in seen:
+                cand = text[:a] + ch + text[b:]
+                if cand in seen:
                     continue
-                seen.add(cand_blank)
+                seen.add(cand)
+                # JSONC: blank again (a trailing comma blanked before may stop being one)
+                cand_blank = _blank_jsonc(cand) if jsonc else cand
                 budget -= 1
                 if budget < 0:
                     return found
@@ -107,7 +119,6 @@ def _candidates(text: str, blank: str, err: int, shape: _Shape) -> list[tuple[st
                 # a comma or colon goes right after the token it follows ("1, " not "1 ,")
                 loose = ch in ",:" and blank[a - 1 : a].isspace()
                 kind = (0 if ch else 2) + int(loose)
-                cand = text[:a] + ch + text[b:]
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
 

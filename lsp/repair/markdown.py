@@ -187,21 +187,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             closer_prefix = prefix + " " * (base + rel_ind)
             block = Block("fence", i, i, closer_prefix, fm.group(3).strip(), False, markup)
             depth = prefix.count(">")
-            j = i + 1
-            while j < n:
-                p2, r2 = _strip_bq(lines[j])
-                if p2.count(">") < depth:
-                    break  # the blockquote ended (fences have no lazy continuation)
-                if r2.strip() and base and _indent(r2) < base:
-                    break  # the list item ended
-                body = r2[base:] if base and _indent(r2) >= base else r2
-                c = body.strip()
-                if _indent(body) <= 3 and c and c[0] == markup[0] and set(c) == {markup[0]} and len(c) >= len(markup):
-                    block.closed = True
-                    block.last = j
-                    break
-                block.last = j
-                j += 1
+            _fence_end(lines, block, depth, base)
             blocks.append(block)
             i = (block.last + 1) if block.closed else max(block.last + 1, i + 1)
             prev_blank = False
@@ -256,6 +242,24 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
         prev_para = not _ATX.match(rel) and not _BLOCK_START.match(rel.strip()) or bool(m_item)
         i += 1
     return blocks, lines, starts
+
+
+def _fence_end(lines: list[str], block: Block, depth: int, base: int) -> None:
+    """Set ``block.last`` / ``block.closed``: the fence runs to a closing run of its character at least as long,
+    or to the end of its blockquote or list item, or of the document."""
+    markup = block.markup
+    for j in range(block.first + 1, len(lines)):
+        p2, r2 = _strip_bq(lines[j])
+        if p2.count(">") < depth:
+            return  # the blockquote ended (fences have no lazy continuation)
+        if r2.strip() and base and _indent(r2) < base:
+            return  # the list item ended
+        body = r2[base:] if base and _indent(r2) >= base else r2
+        c = body.strip()
+        block.last = j
+        if _indent(body) <= 3 and c and c[0] == markup[0] and set(c) == {markup[0]} and len(c) >= len(markup):
+            block.closed = True
+            return
 
 
 def _row_body(line: str, base: int) -> tuple[int, str]:

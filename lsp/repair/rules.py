@@ -143,7 +143,24 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
 
     # Whole document: in-place repairs first, then json-repair for what is left, one enclosing value at a time.
     current = apply_edits(text, [ed for t in targets if t.edits for ed in t.edits]) if edits else text
-    current = current if _safe_edits(targets) else text
+    current = _rounds(current if _safe_edits(targets) else text, lang)
+    if current is None or current == text or _raw_issues(current, lang):
+        return None
+    s, e, _ = changed_span(text, current)
+    return _fix_from_texts(
+        text,
+        current,
+        f"{title} (deterministic rules + json-repair)",
+        codes,
+        "in-place repairs, json-repair on the values they could not fix",
+        span=_whole_lines(text, s, e),
+        language=lang,
+    )
+
+
+def _rounds(current: str, lang: str) -> str | None:
+    """The document after json-repair on the value around each problem left (or its in-place repair), one round
+    per problem, at most :data:`MAX_FALLBACK_ROUNDS`; None when a problem has neither."""
     for _ in range(MAX_FALLBACK_ROUNDS):
         left = _raw_issues(current, lang)
         if not left:
@@ -160,22 +177,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
                 current = cand
                 break
         else:
-            if first.edits:
-                current = apply_edits(current, first.edits)
-            else:
+            if not first.edits:
                 return None
-    if current == text or _raw_issues(current, lang):
-        return None
-    s, e, _ = changed_span(text, current)
-    return _fix_from_texts(
-        text,
-        current,
-        f"{title} (deterministic rules + json-repair)",
-        codes,
-        "in-place repairs, json-repair on the values they could not fix",
-        span=_whole_lines(text, s, e),
-        language=lang,
-    )
+            current = apply_edits(current, first.edits)
+    return current
 
 
 def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None:

@@ -13,6 +13,7 @@ Checks, in order (the first failure is returned as a one-line reason):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -160,6 +161,27 @@ def _validate_json(
         why = _check_cluster(original, fixed, jsonc, cluster, flo, hi_fixed, no_block, keep_values, fences)
         if why:
             return why
+    if keep_values and _moves_brackets(original, fixed, segs):
+        return _nesting_kept(original, fixed, jsonc, lo, hi_orig, flo, hi_fixed)
+    return None
+
+
+def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:
+    """Whether a segment deletes a bracket or changes line breaks (only then can the nesting change)."""
+    for s, e, fs, fe in segs:
+        o, f = original[s:e], fixed[fs:fe]
+        if any(o.count(ch) > f.count(ch) for ch in "{}[]") or o.count("\n") != f.count("\n"):
+            return True
+    return False
+
+
+def _nesting_kept(original: str, fixed: str, jsonc: bool, lo: int, hi: int, flo: int, fhi: int) -> str | None:
+    if _pairs(fixed, jsonc, flo, fhi) < _pairs(original, jsonc, lo, hi):
+        return "the fix dissolves a block the user closed"  # an object's { } dropped, its members pulled up
+    if nesting_misfits(fixed[flo:fhi], jsonc) > nesting_misfits(original[lo:hi], jsonc):
+        # More lines indented other than they nest: the fix moved members into another block (a stray "}"
+        # read as the end of an object, the rest of it pulled up a level).
+        return "the fix changes the nesting the indentation shows"
     return None
 
 
@@ -244,11 +266,7 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_f:
         if k in _json.VALUE_KINDS:
             have[_json.lenient_value(k, fixed[a:b])] += 1
-    for k, a, b in in_o:
-        if k in (_json.WORD, _json.BAD_NUMBER) and _SEPARATED.fullmatch(original, a, b):
-            return f"the fix would turn the number {original[a:b]} into a string"  # 1_000 is 1000 to its writer
-    written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
-    why = _invented(have - need, written) or _url_cut(original, in_o, have)
+    why = _meaning_kept(original, in_o, have, need)
     if why:
         return why
     missing = need - have
@@ -297,7 +315,66 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     return None
 
 
+def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter) -> str | None:
+    """What the user wrote means the same after the fix: nothing invented, no URL cut at its ``//``, no
+    punctuation dropped from a word, no digit-separated number turned into a string."""
+    for k, a, b in in_o:
+        if k in (_json.WORD, _json.BAD_NUMBER) and _SEPARATED.fullmatch(original, a, b):
+            return f"the fix would turn the number {original[a:b]} into a string"  # 1_000 is 1000 to its writer
+    written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
+    return _invented(have - need, written) or _url_cut(original, in_o, have) or _glued_kept(original, in_o, have)
+
+
 _SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=16)
+def _pairs(text: str, jsonc: bool, lo: int, hi: int) -> int:
+    """Brackets the text closes with their own kind (a stray or mismatched closer pairs with nothing)."""
+    stack: list[str] = []
+    n = 0
+    for kind, _a, _b in _json.tokenize(text, lo, hi):
+        if kind in ("{", "["):
+            stack.append(kind)
+        elif kind in ("}", "]") and stack and {"{": "}", "[": "]"}[stack[-1]] == kind:
+            stack.pop()
+            n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=16)
+def nesting_misfits(text: str, jsonc: bool) -> int:
+    """Non-blank lines not indented as deep as their brackets nest (0 for one-line text)."""
+    if "\n" not in text:
+        return 0
+    from .keystroke import _misfits, _Shape
+
+    return _misfits(_Shape(_json._blank_jsonc(text) if jsonc else text))
+
+
+_QUOTES = "\u201c\u201d\u2018\u2019`\u00b4"
+
+
+def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
+    """Punctuation glued to a bare word (``/standalone-styles.css/``) is part of that word: a fix that quotes the
+    word must keep it."""
+    strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+    for k, a, b in in_o:
+        if k in (_json.BAD_CHAR, _json.WORD) and not _json._HAS_ALNUM.search(original, a, b):
+            if not original[a:b].strip(_QUOTES):
+                continue  # typographic quotes: a fix replaces them by '"'
+
+            if original[b : b + 1].isalnum() or original[a - 1 : a].isalnum():
+                lo, hi = a, b
+                stop = "{}[],:\"'" + _QUOTES
+                while lo > 0 and not original[lo - 1].isspace() and original[lo - 1] not in stop:
+                    lo -= 1
+                while hi < len(original) and not original[hi].isspace() and original[hi] not in stop:
+                    hi += 1
+                run = original[lo:hi]
+                if not any(run in v for v in strings):
+                    return f"the fix drops {original[a:b]!r} from {run!r}"
+    return None
 
 
 def _invented(extra: Counter, written: str) -> str | None:
@@ -310,8 +387,8 @@ def _invented(extra: Counter, written: str) -> str | None:
             spelled = str(int(v)) if isinstance(v, float) and v.is_integer() else json.dumps(v)
             if not re.search(rf"(?<![\w.]){re.escape(spelled)}(?![\w])", written, re.IGNORECASE):
                 return f"the fix invents the value {json.dumps(v)}"
-        if kind == "s" and v == "":
-            return "the fix invents an empty string"
+        if kind == "s" and isinstance(v, str) and not v.strip(" ,:{}[]"):
+            return f"the fix invents the string {json.dumps(v)}"  # "" for a missing value, ", " from a stray quote
     return None
 
 
