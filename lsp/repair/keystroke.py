@@ -87,6 +87,7 @@ def _candidates(
     small = len(blank) <= SMALL and len(shape.starts) <= 3  # compact text: every edit; pretty: plausible lines
     budget = MAX_SMALL_PARSES if small else MAX_CANDIDATES
     seen: set[str] = set()
+    root = len(blank) - len(blank.lstrip())
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
@@ -97,7 +98,7 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
-            if pos < hi and blank[pos] in DELETE:
+            if pos < hi and blank[pos] in DELETE and pos != root:  # the root's opener is never the slip
                 edits.append((pos, pos + 1, ""))
             for a, b, ch in edits:
                 new_line = line[: a - lo] + ch + line[b - lo :]

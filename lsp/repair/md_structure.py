@@ -252,11 +252,12 @@ def _number_issues(tokens: list, lines: list[str], starts: list[int], issue_cls:
     for i, _lv, items in _lists(tokens):
         if tokens[i].type != "ordered_list_open" or len(items) < 3:
             continue
-        nums = [int(u.info) if u.info.isdigit() else None for u in items]
-        if None in nums or len(set(nums)) == 1:
+        if not all(u.info.isdigit() for u in items):
             continue
-        first = nums[0]
-        want = list(range(first, first + len(nums)))  # type: ignore[arg-type]
+        nums = [int(u.info) for u in items]
+        if len(set(nums)) == 1:
+            continue
+        want = list(range(nums[0], nums[0] + len(nums)))
         if nums == want:
             continue
         for u, n, w in zip(items, nums, want, strict=True):

@@ -142,8 +142,8 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         return None
 
     # Whole document: in-place repairs first, then json-repair for what is left, one enclosing value at a time.
-    current = apply_edits(text, [ed for t in targets if t.edits for ed in t.edits]) if edits else text
-    current = _rounds(current if _safe_edits(targets) else text, lang)
+    in_place = apply_edits(text, [ed for t in targets if t.edits for ed in t.edits]) if edits else text
+    current = _rounds(in_place if _safe_edits(targets) else text, lang)
     if current is None or current == text or _raw_issues(current, lang):
         return None
     s, e, _ = changed_span(text, current)

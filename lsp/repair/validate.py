@@ -289,6 +289,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
             raw = original[a:b]
             spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
             pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
+        elif k == _json.COMMENT and _url_tail(original, a):
+            pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
     made: Counter = Counter()
     for k, a, b in in_f:
         if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
@@ -396,12 +398,16 @@ def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
     """``https://host/path`` read as ``https`` and a ``//`` comment: the fix must keep the rest inside a string."""
     strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
     for k, a, b in in_o:
-        if k == _json.COMMENT and original.startswith("//", a) and a >= 2 and original[a - 1] == ":":
-            if original[a - 2].isalnum():
-                rest = original[a:b].rstrip().rstrip('",}]').rstrip()
-                if not any(rest in v for v in strings):
-                    return f"the fix cuts the URL before {rest[:20]!r}"
+        if k == _json.COMMENT and _url_tail(original, a):
+            rest = original[a:b].rstrip().rstrip('",}]').rstrip()
+            if not any(rest in v for v in strings):
+                return f"the fix cuts the URL before {rest[:20]!r}"
     return None
+
+
+def _url_tail(text: str, a: int) -> bool:
+    """A ``//`` "comment" right after ``scheme:`` is the rest of a URL."""
+    return text.startswith("//", a) and a >= 2 and text[a - 1] == ":" and text[a - 2].isalnum()
 
 
 def _kept(ch: str) -> bool:
