@@ -11,6 +11,7 @@ from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
 from .keystroke import keystroke_fix
+from .quotes import inner_quotes_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
@@ -184,9 +185,10 @@ def _rounds(current: str, lang: str) -> str | None:
 
 
 def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None:
-    """One typed or deleted syntax character undone (:mod:`.keystroke`), when that makes the whole document parse
-    and, for one issue, the edit lies on the issue's lines or the three before them."""
-    fixed = keystroke_fix(text, lang == "jsonc")
+    """One typed or deleted syntax character undone (:mod:`.keystroke`), or a value's quoted words escaped
+    (:mod:`.quotes`), when that makes the whole document parse and, for one issue, the edit lies on the issue's
+    lines or the three before them."""
+    fixed = keystroke_fix(text, lang == "jsonc") or inner_quotes_fix(text, lang == "jsonc")
     if fixed is None:
         return None
     s, e, _ = changed_span(text, fixed)
@@ -200,7 +202,12 @@ def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None
     codes = [issue.code] if issue is not None else sorted({i.code for i in _raw_issues(text, lang)})
     what = issue.message if issue is not None else f"{describe(lang)} structure"
     return _fix_from_texts(
-        text, fixed, f"Fix {what}: one character (deterministic rules)", codes, "one keystroke undone", span=span
+        text,
+        fixed,
+        f"Fix {what} (deterministic rules)",
+        codes,
+        "one keystroke undone or quoted words escaped",
+        span=span,
     )
 
 

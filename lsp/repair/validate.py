@@ -292,9 +292,14 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         elif k == _json.COMMENT and _url_tail(original, a):
             pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
     made: Counter = Counter()
+    quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
     for k, a, b in in_f:
         if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
-            made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if _kept(ch))
+            content = str(_json.lenient_value(k, fixed[a:b])[1])
+            made += Counter(ch for ch in content if _kept(ch))
+            quoted_words = quoted_words and not re.search(r'"\s*[:,]|[:,]\s*"', content)
+    if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
+        pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
     if made - pool:
         # A quote inside a new string that no original value held: json-repair read a key and its value as one
         # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
@@ -323,8 +328,15 @@ def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter) -> st
     for k, a, b in in_o:
         if k in (_json.WORD, _json.BAD_NUMBER) and _SEPARATED.fullmatch(original, a, b):
             return f"the fix would turn the number {original[a:b]} into a string"  # 1_000 is 1000 to its writer
+        if k == _json.STRING and _glued_quotes(original, a, b) and _json.lenient_value(k, original[a:b]) in have:
+            return f"the fix reads {original[a:b]} as a value: its quotes belong to the words beside it"
     written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
     return _invented(have - need, written) or _url_cut(original, in_o, have) or _glued_kept(original, in_o, have)
+
+
+def _glued_quotes(text: str, a: int, b: int) -> bool:
+    """A string of only delimiters (``", "``) whose quotes touch words outside it (``value2", "value3``)."""
+    return not text[a + 1 : b - 1].strip(" ,:{}[]") and (text[a - 1 : a].isalnum() or text[b : b + 1].isalnum())
 
 
 _SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
@@ -399,7 +411,8 @@ def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
     strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
     for k, a, b in in_o:
         if k == _json.COMMENT and _url_tail(original, a):
-            rest = original[a:b].rstrip().rstrip('",}]').rstrip()
+            # the URL runs to the first character that cannot be inside one
+            rest = re.match(r"//[^\s\"'<>{}\[\](),]*", original[a:b]).group()  # type: ignore[union-attr]
             if not any(rest in v for v in strings):
                 return f"the fix cuts the URL before {rest[:20]!r}"
     return None
@@ -461,7 +474,7 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
     for s, e, fs, fe in segs:
         # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
         inside = next(((cs, ce, lg) for cs, ce, lg in o_fences if cs <= s and e <= ce), None)
-        if inside is not None:
+        if inside is not None and not re.fullmatch(r"\s*(`+|~+)\s*", original[s:e]):  # a fence line is no JSON
             cs, ce, lg = inside
             why = _validate_json(original, fixed, lg == "jsonc", [(s, e, fs, fe)], keep_values, cs, ce, cs + fs - s)
             if why:

@@ -239,3 +239,24 @@ def test_each_fix_stays_inside_its_span(text: str, lang: str) -> None:
         out = fix.apply(text)
         tail = len(text) - hi
         assert out[:lo] == text[:lo] and out[len(out) - tail :] == text[hi:]
+
+
+# -- quoted words inside a value -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"key": "Lorem "ipsum" s,"}', {"key": 'Lorem "ipsum" s,'}),
+        ('{ "content": "[LINK]("https://google.com")" }', {"content": '[LINK]("https://google.com")'}),
+        ('["lorem "ipsum" sic"]', ['lorem "ipsum" sic']),
+        ('"hello" + " world"', None),  # concatenation: no quoted word, no guess
+        ('{"key": "v"alue", "k": 1}', None),  # one stray quote: typed by mistake or meant, the user decides
+    ],
+)
+def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    if value is None:
+        assert out is None, out
+    else:
+        assert out is not None and json.loads(out) == value
