@@ -18,7 +18,7 @@ from collections import Counter
 from .jsonc import _blank_jsonc
 
 INSERT = '",:{}[]\\'
-DELETE = frozenset('",:{}[]')
+DELETE = frozenset('",:{}[]\\')  # a stray backslash too
 MAX_CANDIDATES = 24  # full parses of a long document (each a C-speed json.loads of the whole text)
 MAX_SMALL_PARSES = 3000  # a short document: every single-character edit of the lines near the error
 SMALL = 4000  # below this many characters every single-character edit of the lines near the error is parsed
@@ -98,7 +98,8 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
-            if pos < hi and blank[pos] in DELETE and pos != root:  # the root's opener is never the slip
+            # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
+            if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
             for a, b, ch in edits:
                 new_line = line[: a - lo] + ch + line[b - lo :]
