@@ -19,6 +19,7 @@ from .jsonc import _blank_jsonc
 
 INSERT = '",:{}[]\\'
 DELETE = frozenset('",:{}[]\\')  # a stray backslash too
+MAX_CHARS = 500_000  # larger documents: each candidate parse and the line scan cost too much per keystroke
 MAX_CANDIDATES = 24  # full parses of a long document (each a C-speed json.loads of the whole text)
 MAX_SMALL_PARSES = 3000  # a short document: every single-character edit of the lines near the error
 SMALL = 4000  # below this many characters every single-character edit of the lines near the error is parsed
@@ -33,6 +34,8 @@ _LINE = re.compile(rf"\s*(?:(?:{_STR}\s*:\s*)?(?:{_INLINE}|[{{\[])|[}}\]])\s*,?\
 def keystroke_fix(text: str, jsonc: bool) -> str | None:
     """``text`` with one syntax character inserted or deleted so that it parses, or None (none found, or the
     candidates disagree and the indentation cannot tell them apart)."""
+    if len(text) > MAX_CHARS:
+        return None
     blank = _blank_jsonc(text) if jsonc else text
     try:
         json.loads(blank)
@@ -125,7 +128,7 @@ def _candidates(
     return found
 
 
-_SCAN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]\n]')  # strings skipped whole; brackets; line ends
+_STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
 
@@ -138,33 +141,19 @@ class _Shape:
         self.text = text
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.ends = [s - 1 for s in self.starts[1:]] + [len(text)]
-        n = len(self.starts)
+        # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
+        lines = _STRINGS.sub('""', text).split("\n")
+        bodies = [ln.lstrip(" \t") for ln in lines]
         self.indent: list[int | None] = [  # None: a blank line
-            m.end() - m.start() if m.end() < len(text) and text[m.end()] not in "\r\n" else None
-            for m in re.finditer(r"(?m)^[ \t]*", text)
-        ][:n]
-        self.first = [0] * n  # depth at the line's first token
-        self.after = [0] * n  # depth after the line
-        depth, row, leading = 0, 0, True
-        for m in _SCAN.finditer(text):
-            t = m.group()
-            if t == "\n":
-                self.after[row] = depth
-                row += 1
-                self.first[row] = depth
-                leading = True
-                continue
-            if t in "{[":
-                depth += 1
-            elif t in "}]":
-                if leading:
-                    self.first[row] = depth - 1
-                depth -= 1
-            leading = False
-        self.after[row] = depth
-        for r in range(row + 1, n):
-            self.first[r] = self.after[r] = depth
+            len(ln) - len(b) if b.strip() else None for ln, b in zip(lines, bodies, strict=True)
+        ]
+        nets = [ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]") for ln in lines]
+        self.after = list(itertools.accumulate(nets))  # depth after each line
+        self.first = [  # depth at the line's first token (a leading closer already counted)
+            (self.after[i - 1] if i else 0) - (b[:1] in ("}", "]")) for i, b in enumerate(bodies)
+        ]
         self.unit = _indent_unit(self.indent)
+        n = len(self.starts)
         self.fits = [self._fits(i, self.first[i]) for i in range(n)]
         self.prefix = [0, *itertools.accumulate(self.fits)]
         self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
