@@ -162,9 +162,10 @@ def list_issues(text: str, lines: list[str], starts: list[int], issue_cls: type)
     if len(text) > MAX_LIST_PARSE or not _suspect_lists(lines):
         return []
     tokens = _parse(text)
-    out = _marker_issues(tokens, lines, starts, issue_cls)
+    out = _indent_issues(tokens, lines, starts, issue_cls)
+    shifted = {i.start for i in out}  # an item that fell out of its list: its marker is not the slip
+    out += [i for i in _marker_issues(tokens, lines, starts, issue_cls) if i.start not in shifted]
     out += _number_issues(tokens, lines, starts, issue_cls)
-    out += _indent_issues(tokens, lines, starts, issue_cls)
     return out
 
 
@@ -177,7 +178,7 @@ def _suspect_lists(lines: list[str]) -> bool:
     the list problems."""
     bullets: set[str] = set()
     nums: list[int] = []
-    prev_ind = -1
+    seen: set[int] = set()  # item indentations since the list began
     for line in [*lines, "end"]:
         m = _ANY_ITEM.match(line)
         if m is None:
@@ -185,15 +186,16 @@ def _suspect_lists(lines: list[str]) -> bool:
                 if len(set(nums)) > 1 and nums != list(range(nums[0], nums[0] + len(nums))):
                     return True
                 nums = []
+                seen = set()
             continue
         ind = len(m.group(1))
         if m.group(2):
             bullets.add(m.group(2))
         elif ind == 0:
             nums.append(int(m.group(3)))
-        if len(bullets) > 1 or ind == prev_ind - 1 >= 1:
+        if len(bullets) > 1 or (ind >= 1 and ind + 1 in seen):
             return True
-        prev_ind = ind
+        seen.add(ind)
     return False
 
 
@@ -223,7 +225,11 @@ def _lists(tokens: list) -> list[tuple[int, int, list]]:
 def _marker_issues(tokens: list, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
     out = []
     bullets = [(i, lv, items) for i, lv, items in _lists(tokens) if tokens[i].type == "bullet_list_open"]
-    for (a, lv_a, ia), (b, lv_b, ib), (c, lv_c, ic) in zip(bullets, bullets[1:], bullets[2:], strict=False):
+    triples = []
+    for level in {lv for _, lv, _ in bullets}:  # neighbours at one level (a nested list between them is inside b)
+        same = [x for x in bullets if x[1] == level]
+        triples += zip(same, same[1:], same[2:], strict=False)
+    for (a, lv_a, ia), (b, lv_b, ib), (c, lv_c, ic) in triples:
         if not (lv_a == lv_b == lv_c and len(ib) == 1 and ia and ic):
             continue
         mark_a, mark_b, mark_c = tokens[a].markup, tokens[b].markup, tokens[c].markup
@@ -284,40 +290,38 @@ _ITEM = re.compile(r"([ ]*)([-*+]|\d{1,9}[.)])[ \t]")
 
 
 def _indent_issues(tokens: list, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
-    """A list item indented one space less than the nested item just above it, so it leaves the nested list."""
+    """A list item indented one space less than a nested item above it (with no item between at its own depth or
+    less), so it leaves that nested list."""
     out = []
-    nested_rows = set()
-    for t in tokens:
-        if t.type == "list_item_open" and t.level > 1 and t.map:
-            nested_rows.add(t.map[0])
-    for row in sorted(nested_rows):
-        prev = _ITEM.match(lines[row])
-        if not prev:
+    nested = {
+        t.map[0]: len(lines[t.map[0]]) - len(lines[t.map[0]].lstrip(" "))
+        for t in tokens
+        if t.type == "list_item_open" and t.level > 1 and t.map
+    }
+    items = [i for i, ln in enumerate(lines) if _ITEM.match(ln)]
+    for k, row in enumerate(items):
+        d = _indent_of(lines[row])
+        if d < 1 or row in nested:
             continue
-        ind = len(prev.group(1))
-        for nxt in range(row + 1, min(len(lines), row + 40)):
-            m = _ITEM.match(lines[nxt])
-            if m is None:
-                if lines[nxt].strip() and _indent_of(lines[nxt]) <= ind - 1:
-                    break
-                continue
-            if nxt in nested_rows or len(m.group(1)) >= ind:
+        for prev in reversed(items[max(0, k - 40) : k]):
+            p = _indent_of(lines[prev])
+            if p <= d:
                 break
-            if len(m.group(1)) == ind - 1 and ind >= 2:
-                at = starts[nxt]
+            if p == d + 1 and prev in nested:
+                at = starts[row]
                 out.append(
                     issue_cls(
                         at,
-                        at + len(lines[nxt]),
+                        at + len(lines[row]),
                         "md.list-indent",
-                        f"this item is indented {ind - 1} spaces, one short of the nested items above ({ind}): "
+                        f"this item is indented {d} spaces, one short of the nested items above ({d + 1}): "
                         "it leaves their list",
                         "markdown",
                         [(at, at, " ")],
-                        (at, at + len(lines[nxt])),
+                        (at, at + len(lines[row])),
                     )
                 )
-            break
+                break
     return out
 
 

@@ -178,6 +178,11 @@ def test_a_bullet_that_changed_marker_joins_its_list_again() -> None:
     assert out == "- one\n- two\n- three\n- four\n"
 
 
+def test_a_nested_bullet_with_its_own_sub_list_changes_marker_back() -> None:
+    text = "- top\n  - one\n  - two\n  * three\n    - deep\n  - four\n- next\n"
+    assert md_fix(text) == text.replace("  * three", "  - three")
+
+
 @pytest.mark.parametrize(
     "text",
     ["- a\n- b\n* c\n", "* a\n* b\n+ x\n+ y\n- c\n- d\n", "1) a\n2) b\n1. x\n2. y\n", "099. a\n100. b\n101. c\n"],
