@@ -225,7 +225,7 @@ def _lists(tokens: list) -> list[tuple[int, int, list]]:
 def _marker_issues(tokens: list, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
     out = []
     bullets = [(i, lv, items) for i, lv, items in _lists(tokens) if tokens[i].type == "bullet_list_open"]
-    triples = []
+    triples: list[tuple] = []
     for level in {lv for _, lv, _ in bullets}:  # neighbours at one level (a nested list between them is inside b)
         same = [x for x in bullets if x[1] == level]
         triples += zip(same, same[1:], same[2:], strict=False)

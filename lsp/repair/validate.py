@@ -283,27 +283,9 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     # Nothing invented inside a string: each of its letters and digits comes from the original's values (the small
     # model once "fixed" a missing comma and turned "mode index_count" into "mode index_countcount", which the
     # merged-string allowance above let through).
-    pool: Counter = Counter()
-    for k, a, b in in_o:
-        if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
-            raw = original[a:b]
-            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
-            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
-        elif k == _json.COMMENT and _url_tail(original, a):
-            pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
-    made: Counter = Counter()
-    quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
-    for k, a, b in in_f:
-        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
-            content = str(_json.lenient_value(k, fixed[a:b])[1])
-            made += Counter(ch for ch in content if _kept(ch))
-            quoted_words = quoted_words and not re.search(r'"\s*[:,]|[:,]\s*"', content)
-    if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
-        pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
-    if made - pool:
-        # A quote inside a new string that no original value held: json-repair read a key and its value as one
-        # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
-        return "the fix adds text to a string"
+    why = _text_added(original, fixed, in_o, in_f)
+    if why:
+        return why
     # ... nor spaces at either end of a new string (a missing-quote fix once opened the string before the indentation:
     # "url" became " url"); a string that had them in the original keeps them.
     raws = [original[a:b] for k, a, b in in_o if k in _json.VALUE_KINDS]
@@ -421,6 +403,32 @@ def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
 def _url_tail(text: str, a: int) -> bool:
     """A ``//`` "comment" right after ``scheme:`` is the rest of a URL."""
     return text.startswith("//", a) and a >= 2 and text[a - 1] == ":" and text[a - 2].isalnum()
+
+
+def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None:
+    """A letter, digit or double quote in a new string that none of the span's values had."""
+    pool: Counter = Counter()
+    for k, a, b in in_o:
+        if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
+            raw = original[a:b]
+            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
+            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
+        elif k == _json.COMMENT and _url_tail(original, a):
+            pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
+    made: Counter = Counter()
+    quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
+    for k, a, b in in_f:
+        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
+            content = str(_json.lenient_value(k, fixed[a:b])[1])
+            made += Counter(ch for ch in content if _kept(ch))
+            quoted_words = quoted_words and not re.search(r'"\s*[:,]|[:,]\s*"', content)
+    if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
+        pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
+    if made - pool:
+        # A quote inside a new string that no original value held: json-repair read a key and its value as one
+        # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
+        return "the fix adds text to a string"
+    return None
 
 
 def _kept(ch: str) -> bool:
