@@ -10,6 +10,7 @@ candidate whose bracket depth matches the indentation of most lines wins; a tie 
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import json
 import re
@@ -44,7 +45,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         err = getattr(exc, "pos", len(blank))
     except RecursionError:
         return None
-    shape = _Shape(blank)
+    shape = shape_of(blank)
     values: list[object] = []
     best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
@@ -61,10 +62,17 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         return None  # equally plausible repairs that mean different things: the indentation cannot tell
-    after = _misfits(_Shape(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
+    after = _misfits(shape_of(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+@functools.lru_cache(maxsize=4)
+def shape_of(text: str) -> _Shape:
+    """The (cached) line shape of a blanked document: the keystroke search and the validator's nesting check
+    look at the same texts."""
+    return _Shape(text)
 
 
 def _misfits(shape: _Shape) -> int:

@@ -141,12 +141,12 @@ def _validate_json(
     hi_fixed = hi_orig + (flo - lo) + sum((fe - fs) - (e - s) for s, e, fs, fe in segs)
     whole = lo == 0 and hi_orig == len(original)
     # 3. problems left: none inside the spans, none new outside them.
-    o_res = None if _json.fast_valid(original[lo:hi_orig], jsonc) else _json.parse(original, jsonc, lo, hi_orig)
+    o_res = None if _json.fast_valid(original[lo:hi_orig], jsonc) else _parsed(original, jsonc, lo, hi_orig)
     o_issues = o_res.issues if o_res is not None else []
     if whole and _json.fast_valid(fixed, jsonc):
         n_issues: list = []
     else:
-        n_issues = _json.parse(fixed, jsonc, flo, hi_fixed).issues
+        n_issues = _parsed(fixed, jsonc, flo, hi_fixed).issues
     why = _issue_check(o_issues, n_issues, segs)
     if why:
         return why
@@ -183,6 +183,14 @@ def _nesting_kept(original: str, fixed: str, jsonc: bool, lo: int, hi: int, flo:
         # read as the end of an object, the rest of it pulled up a level).
         return "the fix changes the nesting the indentation shows"
     return None
+
+
+def _parsed(text: str, jsonc: bool, lo: int, hi: int) -> _json.ParseResult:
+    """The tolerant parse of ``text[lo:hi]``; a whole document is asked for as the diagnostics ask for it, so the
+    parse they cached is reused (a long editor file's parse is most of a repair's time)."""
+    if lo == 0 and hi == len(text):
+        return _json.parse(text, jsonc)
+    return _json.parse(text, jsonc, lo, hi)
 
 
 def _clusters(original: str, segs: list[Seg], lo: int, hi: int, no_block: bool) -> list[tuple[int, int, list[Seg]]]:
@@ -343,9 +351,9 @@ def nesting_misfits(text: str, jsonc: bool) -> int:
     """Non-blank lines not indented as deep as their brackets nest (0 for one-line text)."""
     if "\n" not in text:
         return 0
-    from .keystroke import _misfits, _Shape
+    from .keystroke import _misfits, shape_of
 
-    return _misfits(_Shape(_json._blank_jsonc(text) if jsonc else text))
+    return _misfits(shape_of(_json._blank_jsonc(text) if jsonc else text))
 
 
 _QUOTES = "\u201c\u201d\u2018\u2019`\u00b4"
