@@ -11,7 +11,7 @@ from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
 from .keystroke import keystroke_fix
-from .quotes import inner_quotes_fix
+from .quotes import concat_fix, inner_quotes_fix, newline_in_string_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
@@ -185,10 +185,16 @@ def _rounds(current: str, lang: str) -> str | None:
 
 
 def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None:
-    """One typed or deleted syntax character undone (:mod:`.keystroke`), or a value's quoted words escaped
-    (:mod:`.quotes`), when that makes the whole document parse and, for one issue, the edit lies on the issue's
+    """One typed or deleted syntax character undone (:mod:`.keystroke`), or a string slip repaired (:mod:`.quotes`:
+    quoted words escaped, a line break in a string escaped, literals joined by ``+``), when that makes the whole document parse and, for one issue, the edit lies on the issue's
     lines or the three before them."""
-    fixed = keystroke_fix(text, lang == "jsonc") or inner_quotes_fix(text, lang == "jsonc")
+    jsonc = lang == "jsonc"
+    fixed = (
+        keystroke_fix(text, jsonc)
+        or inner_quotes_fix(text, jsonc)
+        or newline_in_string_fix(text, jsonc)
+        or concat_fix(text, jsonc)
+    )
     if fixed is None:
         return None
     s, e, _ = changed_span(text, fixed)
@@ -206,7 +212,7 @@ def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None
         fixed,
         f"Fix {what} (deterministic rules)",
         codes,
-        "one keystroke undone or quoted words escaped",
+        "one keystroke or string slip undone",
         span=span,
     )
 

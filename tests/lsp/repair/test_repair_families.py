@@ -33,7 +33,6 @@ NO_FIX = [
     ("truncated after a colon", '{"a": 1, "b":'),
     ("a key never given its value", '{"a",'),
     ("a value not typed yet, next line the next key", '{\n  "a":\n  "b": 1\n}\n'),
-    ("string concatenation across lines", "{\n  \"greeting\": 'hello' +\n  'world'\n}"),
     ("a number with digit separators", '{"a": 1_000}'),
     ("a key written onto its own closing quote", '{\n  "repository"x: {\n    "type": "git"\n  },\n  "n": 1\n}\n'),
 ]
@@ -255,7 +254,6 @@ def test_each_fix_stays_inside_its_span(text: str, lang: str) -> None:
         ('{"key": "Lorem "ipsum" s,"}', {"key": 'Lorem "ipsum" s,'}),
         ('{ "content": "[LINK]("https://google.com")" }', {"content": '[LINK]("https://google.com")'}),
         ('["lorem "ipsum" sic"]', ['lorem "ipsum" sic']),
-        ('"hello" + " world"', None),  # concatenation: no quoted word, no guess
         ('{"key": "v"alue", "k": 1}', None),  # one stray quote: typed by mistake or meant, the user decides
     ],
 )
@@ -265,3 +263,21 @@ def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str
         assert out is None, out
     else:
         assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('"hello\nworld"', "hello\nworld"),  # Enter typed inside a string: the break is the string's
+        ('"hello" + " world"', "hello world"),  # code pasted as JSON: the literals joined as JavaScript reads them
+        ("{\n  \"greeting\": 'hello' +\n  'world'\n}", {"greeting": "helloworld"}),
+    ],
+)
+def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:
+    out = fixed_text('[\n"abc,\n"def"\n]', "json")
+    assert out is not None and json.loads(out) == ["abc", "def"]
