@@ -228,14 +228,8 @@ async def session(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     st0 = await client.status()
     eff = st0["settings"]
     keys = await replay_typing(
-        client,
-        uri,
-        FUNCTIONS[: args.functions],
-        (text.count("\n"), 0, 1),
-        max_keys=args.max_keys,
-        gap_ms=args.gap_ms,
-        pause_ms=args.pause_ms,
-        rng=rng,
+        client, uri, FUNCTIONS[: args.functions], (text.count("\n"), 0, 1), max_keys=args.max_keys,
+        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng,
     )
     st = await client.status()
     hwm, _ = peak_rss_mib(client.pid)

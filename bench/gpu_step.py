@@ -293,7 +293,9 @@ FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 
 ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
 
 
-def part_attention(heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")) -> None:
+def part_attention(
+    heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")
+) -> None:
     """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
     unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
     cache, per head size of the 26B-A4B. Timed as the engine calls it: one causal flag per request (a tensor),

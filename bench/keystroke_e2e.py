@@ -144,16 +144,8 @@ async def session(server_args: list[str], settings: dict[str, Any], args: argpar
     col = 0
     st0 = await client.status()
     keys = await replay_typing(
-        client,
-        uri,
-        FUNCTIONS[: args.functions],
-        (line, col, version),
-        max_keys=args.max_keys,
-        gap_ms=args.gap_ms,
-        pause_ms=args.pause_ms,
-        rng=rng,
-        make_key=Key,
-        line_pause_ms=args.line_pause_ms,
+        client, uri, FUNCTIONS[: args.functions], (line, col, version), max_keys=args.max_keys,
+        gap_ms=args.gap_ms, pause_ms=args.pause_ms, rng=rng, make_key=Key, line_pause_ms=args.line_pause_ms,
     )
     st = await client.status()
     ne = None
@@ -387,20 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-keys", type=int, default=200, help="keystrokes a pass types")
     p.add_argument("--gap-ms", default="80-150")
     p.add_argument("--pause-ms", type=float, default=600, help="after each function, and before a next edit")
-    p.add_argument(
-        "--line-pause-ms",
-        type=float,
-        default=500,
-        help="the pause at each line start and once mid-line, where a user waits for ghost text (0: none)",
-    )
+    p.add_argument("--line-pause-ms", type=float, default=500,
+                   help="the pause at each line start and once mid-line, where a user waits for ghost text (0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--next-edit",
-        type=int,
-        default=0,
-        metavar="N",
-        help="after the typing run: N renames, each followed by a timed dgemma/nextEdit (0: off)",
-    )
+    p.add_argument("--next-edit", type=int, default=0, metavar="N",
+                   help="after the typing run: N renames, each followed by a timed dgemma/nextEdit (0: off)")
     p.add_argument("--ready-s", type=float, default=900)
     p.add_argument("--json")
     p.add_argument("--markdown")

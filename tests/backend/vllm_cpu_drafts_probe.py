@@ -53,9 +53,7 @@ def api() -> dict:
     out = {
         "sampler_methods": {m: params(getattr(dg.DiffusionSampler, m)) for m in vs.NATIVE_SAMPLER_METHODS},
         "ours_methods": {m: params(getattr(nd.DGemmaDraftSampler, m)) for m in vs.NATIVE_SAMPLER_METHODS},
-        "model_state_methods": {
-            m: params(getattr(dg.DiffusionGemmaModelState, m)) for m in vs.NATIVE_MODEL_STATE_METHODS
-        },
+        "model_state_methods": {m: params(getattr(dg.DiffusionGemmaModelState, m)) for m in vs.NATIVE_MODEL_STATE_METHODS},
         "surface": {k: list(v) for k, v in vs.NATIVE_SAMPLER_METHODS.items()}
         | {k: list(v) for k, v in vs.NATIVE_MODEL_STATE_METHODS.items()},
         "missing_batch_fields": sorted(vs.NATIVE_BATCH_FIELDS - fields),
@@ -224,7 +222,6 @@ if __name__ == "__main__":
     sys.path.append(str(Path(__file__).resolve().parents[2]))
     _torchvision_for_cpu_torch()
     import vllm.v1.worker.cpu.shm  # noqa: F401  # vLLM's CPU worker's patches (host buffers for UVA), as it loads them
-
     result = {"version": __import__("vllm").__version__, "api": api()}
     for mode in ("plain", "tapped", "gone"):
         result[mode] = run(mode)

@@ -67,9 +67,7 @@ def test_the_tables_read_only_fields_the_benchmark_writes() -> None:
         return keys
 
     reads = read(ast.parse((ROOT / "bench" / "gpu_tables.py").read_text()))
-    writes = set().union(
-        *(written(ast.parse((ROOT / "bench" / f).read_text())) for f in ("gpu_step.py", "tune_moe.py"))
-    )
+    writes = set().union(*(written(ast.parse((ROOT / "bench" / f).read_text())) for f in ("gpu_step.py", "tune_moe.py")))
     assert len(reads) > 30  # the walk found the renderer's reads
     assert not reads - writes, sorted(reads - writes)
 

@@ -223,9 +223,7 @@ def test_doctor_names_the_plugin_pieces_per_vllm_and_warns_outside_the_tested_re
     assert later["vllm plugin"].endswith("the GPU tests ran on vLLM 0.26 and 0.33)")
     assert later["  active"] == "moe_config" and "whole canvases only" in later["  drafts"]
     assert "0.32-0.33" in later["  drafts"]
-    assert (
-        "attention (checked on vLLM 0.26-0.31 and 0.32-0.33; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
-    )
+    assert "attention (checked on vLLM 0.26-0.31 and 0.32-0.33; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
     old = dict(plugin_lines("0.26.0+cu130", native=False, environ={}))
     assert "WARNING" not in old["vllm plugin"]
     assert {"sampler", "draft_tap", "attention", "moe_config"} <= set(old["  active"].split(", "))

@@ -24,15 +24,11 @@ from pathlib import Path
 import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.asyncio(loop_scope="module")]
-torch = pytest.importorskip(
-    "torch", reason="needs torch (the device image has it): run tests/gpu/run_device.sh lsp-tiny"
-)
+torch = pytest.importorskip("torch", reason="needs torch (the device image has it): run tests/gpu/run_device.sh lsp-tiny")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU: run tests/gpu/run_device.sh lsp-tiny", allow_module_level=True)
 pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
-pytest_asyncio = pytest.importorskip(
-    "pytest_asyncio", reason="needs pytest-asyncio (the device kit): run tests/gpu/run_device.sh"
-)
+pytest_asyncio = pytest.importorskip("pytest_asyncio", reason="needs pytest-asyncio (the device kit): run tests/gpu/run_device.sh")
 pytest.importorskip("pytest_lsp", reason="needs pytest-lsp (the device kit): run tests/gpu/run_device.sh")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,9 +17,7 @@ from dgemma_lsp.backend.contract import CancelToken, CanvasRequest, ChatMessage,
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(
-        not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh transformers"
-    ),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh transformers"),
 ]
 LOOP = asyncio.new_event_loop()  # one loop for the module: the backends' locks and threads live on it
 
