@@ -113,6 +113,8 @@ def _candidates(
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
             for a, b, ch in edits:
+                if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
+                    continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
                 if not small and not _LINE.fullmatch(new_line):
                     continue
