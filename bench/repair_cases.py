@@ -204,133 +204,195 @@ def _value_str(ln: Line) -> bool:
     return body.endswith('"') and (ln.key is None or body.count('"') >= 4)
 
 
-def editor_break(rng: random.Random, value: Any, lines: list[Line], kind: str) -> tuple[list[str], Any] | None:
-    """Apply one breakage of ``kind``; returns (new lines, expected value) or None when it does not apply."""
-    texts = [ln.text for ln in lines]
-    exp = value
-    if kind == "half-typed-value":
-        cand = _scalars(lines, lambda ln: _value_str(ln) and len(ln.text.rstrip(",")) - ln.text.rfind('": "') > 6)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        body = texts[i].rstrip(",")
-        q = body.index('"', body.rfind(": ") if lines[i].key is not None else 0)
-        cut = rng.randint(q + 2, len(body) - 2)
-        texts[i] = body[:cut]  # typing: no closing quote, no comma yet
-        return texts, _set(exp, lines[i].path, ANY)
-    if kind == "half-typed-empty":
-        cand = _scalars(lines, lambda ln: ln.key is not None)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        texts[i] = (
-            texts[i][: texts[i].index('": ') + 3].rstrip()
-            if rng.random() < 0.5
-            else texts[i][: texts[i].index('": ') + 2]
-        )
-        return texts, _set(exp, lines[i].path, ANY)
-    if kind == "half-typed-key":
-        cand = [i for i, ln in enumerate(lines) if ln.kind == "scalar" and ln.key is not None and len(ln.key) > 2]
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        ind = texts[i][: len(texts[i]) - len(texts[i].lstrip())]
-        partial = json.dumps(lines[i].key, ensure_ascii=False)[: rng.randint(2, len(lines[i].key))]
-        texts.insert(i, ind + partial)  # a new member being typed above an existing one
-        return texts, _with_any_key(exp, lines[i].path[:-1])
-    if kind == "missing-comma":
-        cand = [i for i, ln in enumerate(lines) if ln.text.endswith(",")]
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        texts[i] = texts[i][:-1]
-        return texts, exp
-    if kind == "missing-close":
-        cand = [i for i, ln in enumerate(lines) if ln.kind == "close" and ln.path and i > 0]
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        if texts[i].endswith(","):
-            # the close went, the comma stayed: "}," -> ","  (or the whole line went, half the time)
-            if rng.random() < 0.5:
-                texts[i] = texts[i].replace("}", "").replace("]", "")
-            else:
-                del texts[i]
-                texts[i - 1] = texts[i - 1] + "," if not texts[i - 1].endswith(("{", "[", ",")) else texts[i - 1]
+def _break_half_typed_value(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: _value_str(ln) and len(ln.text.rstrip(",")) - ln.text.rfind('": "') > 6)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    body = texts[i].rstrip(",")
+    q = body.index('"', body.rfind(": ") if lines[i].key is not None else 0)
+    cut = rng.randint(q + 2, len(body) - 2)
+    texts[i] = body[:cut]  # typing: no closing quote, no comma yet
+    return texts, _set(exp, lines[i].path, ANY)
+
+
+def _break_half_typed_empty(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: ln.key is not None)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    texts[i] = (
+        texts[i][: texts[i].index('": ') + 3].rstrip() if rng.random() < 0.5 else texts[i][: texts[i].index('": ') + 2]
+    )
+    return texts, _set(exp, lines[i].path, ANY)
+
+
+def _break_half_typed_key(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = [i for i, ln in enumerate(lines) if ln.kind == "scalar" and ln.key is not None and len(ln.key) > 2]
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    ind = texts[i][: len(texts[i]) - len(texts[i].lstrip())]
+    partial = json.dumps(lines[i].key, ensure_ascii=False)[: rng.randint(2, len(lines[i].key))]
+    texts.insert(i, ind + partial)  # a new member being typed above an existing one
+    return texts, _with_any_key(exp, lines[i].path[:-1])
+
+
+def _break_missing_comma(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = [i for i, ln in enumerate(lines) if ln.text.endswith(",")]
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    texts[i] = texts[i][:-1]
+    return texts, exp
+
+
+def _break_missing_close(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = [i for i, ln in enumerate(lines) if ln.kind == "close" and ln.path and i > 0]
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    if texts[i].endswith(","):
+        # the close went, the comma stayed: "}," -> ","  (or the whole line went, half the time)
+        if rng.random() < 0.5:
+            texts[i] = texts[i].replace("}", "").replace("]", "")
         else:
             del texts[i]
-        return texts, exp
-    if kind == "missing-quote":
-        cand = _scalars(lines, lambda ln: ln.key is not None and re.fullmatch(r"[A-Za-z_$][\w$-]*", ln.key) is not None)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        t = texts[i]
-        if rng.random() < 0.5:
-            j = t.index('"')
-            texts[i] = t[:j] + t[j + 1 :]  # name": 1
-        else:
-            j = t.index('":')
-            texts[i] = t[:j] + t[j + 1 :]  # "name: 1
-        return texts, exp
-    if kind == "unterminated-string":
-        cand = _scalars(lines, _value_str)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        t = texts[i]
-        comma = t.endswith(",")
-        body = t.rstrip(",")
-        texts[i] = body[:-1] + ("," if comma else "")
-        return texts, exp
-    if kind == "stray-token":
-        i = rng.randrange(1, len(texts) - 1)
-        tok = rng.choice(_STRAY)
-        if rng.random() < 0.5:
-            texts[i] = texts[i] + tok
-        else:
-            ind = len(texts[i]) - len(texts[i].lstrip())
-            texts[i] = texts[i][:ind] + tok + texts[i][ind:]
-        return texts, exp
-    if kind == "single-quotes":
-        cand = _scalars(lines, lambda ln: _value_str(ln) and "'" not in ln.text and "\\" not in ln.text)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        t = texts[i]
-        comma = t.endswith(",")
-        body = t.rstrip(",")
-        q = body.index('"', body.rfind(": ") if lines[i].key is not None else 0)
-        texts[i] = body[:q] + "'" + body[q + 1 : -1] + "'" + ("," if comma else "")
-        return texts, exp
-    if kind == "trailing-comma":
-        cand = [i for i, ln in enumerate(lines[:-1]) if not ln.text.endswith((",", "{", "["))]
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        texts[i] += ","
-        return texts, exp
-    if kind == "windows-path":
-        cand = _scalars(lines, lambda ln: _value_str(ln) and ln.key is not None)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        t = texts[i]
-        comma = t.endswith(",")
-        j = t.index('": "') + 3
-        path = rng.choice(["C:\\Users\\dev\\app", "D:\\Projects\\site\\x1", "C:\\Windows\\Temp"])
-        texts[i] = t[:j] + json.dumps(path)[:-1].replace("\\\\", "\\") + '"' + ("," if comma else "")
-        return texts, _set(exp, lines[i].path, path)
-    if kind == "unquoted-dollar-key":
-        cand = _scalars(lines, lambda ln: ln.key is not None and re.fullmatch(r"[A-Za-z_]\w*", ln.key) is not None)
-        if not cand:
-            return None
-        i = rng.choice(cand)
-        t = texts[i]
-        key = lines[i].key
-        texts[i] = t.replace(f'"{key}"', f"${key}", 1)
-        return texts, _rename(exp, lines[i].path, "$" + key)
-    raise ValueError(kind)
+            texts[i - 1] = texts[i - 1] + "," if not texts[i - 1].endswith(("{", "[", ",")) else texts[i - 1]
+    else:
+        del texts[i]
+    return texts, exp
+
+
+def _break_missing_quote(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: ln.key is not None and re.fullmatch(r"[A-Za-z_$][\w$-]*", ln.key) is not None)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    t = texts[i]
+    if rng.random() < 0.5:
+        j = t.index('"')
+        texts[i] = t[:j] + t[j + 1 :]  # name": 1
+    else:
+        j = t.index('":')
+        texts[i] = t[:j] + t[j + 1 :]  # "name: 1
+    return texts, exp
+
+
+def _break_unterminated_string(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, _value_str)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    t = texts[i]
+    comma = t.endswith(",")
+    body = t.rstrip(",")
+    texts[i] = body[:-1] + ("," if comma else "")
+    return texts, exp
+
+
+def _break_stray_token(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    i = rng.randrange(1, len(texts) - 1)
+    tok = rng.choice(_STRAY)
+    if rng.random() < 0.5:
+        texts[i] = texts[i] + tok
+    else:
+        ind = len(texts[i]) - len(texts[i].lstrip())
+        texts[i] = texts[i][:ind] + tok + texts[i][ind:]
+    return texts, exp
+
+
+def _break_single_quotes(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: _value_str(ln) and "'" not in ln.text and "\\" not in ln.text)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    t = texts[i]
+    comma = t.endswith(",")
+    body = t.rstrip(",")
+    q = body.index('"', body.rfind(": ") if lines[i].key is not None else 0)
+    texts[i] = body[:q] + "'" + body[q + 1 : -1] + "'" + ("," if comma else "")
+    return texts, exp
+
+
+def _break_trailing_comma(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = [i for i, ln in enumerate(lines[:-1]) if not ln.text.endswith((",", "{", "["))]
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    texts[i] += ","
+    return texts, exp
+
+
+def _break_windows_path(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: _value_str(ln) and ln.key is not None)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    t = texts[i]
+    comma = t.endswith(",")
+    j = t.index('": "') + 3
+    path = rng.choice(["C:\\Users\\dev\\app", "D:\\Projects\\site\\x1", "C:\\Windows\\Temp"])
+    texts[i] = t[:j] + json.dumps(path)[:-1].replace("\\\\", "\\") + '"' + ("," if comma else "")
+    return texts, _set(exp, lines[i].path, path)
+
+
+def _break_unquoted_dollar_key(
+    rng: random.Random, lines: list[Line], texts: list[str], exp: Any
+) -> tuple[list[str], Any] | None:
+    cand = _scalars(lines, lambda ln: ln.key is not None and re.fullmatch(r"[A-Za-z_]\w*", ln.key) is not None)
+    if not cand:
+        return None
+    i = rng.choice(cand)
+    t = texts[i]
+    key = lines[i].key
+    texts[i] = t.replace(f'"{key}"', f"${key}", 1)
+    return texts, _rename(exp, lines[i].path, "$" + key)
+
+
+_BREAKS = {
+    "half-typed-value": _break_half_typed_value,
+    "half-typed-empty": _break_half_typed_empty,
+    "half-typed-key": _break_half_typed_key,
+    "missing-comma": _break_missing_comma,
+    "missing-close": _break_missing_close,
+    "missing-quote": _break_missing_quote,
+    "unterminated-string": _break_unterminated_string,
+    "stray-token": _break_stray_token,
+    "single-quotes": _break_single_quotes,
+    "trailing-comma": _break_trailing_comma,
+    "windows-path": _break_windows_path,
+    "unquoted-dollar-key": _break_unquoted_dollar_key,
+}
+
+
+def editor_break(rng: random.Random, value: Any, lines: list[Line], kind: str) -> tuple[list[str], Any] | None:
+    """Apply one breakage of ``kind``; returns (new lines, expected value) or None when it does not apply."""
+    if kind not in _BREAKS:
+        raise ValueError(kind)
+    return _BREAKS[kind](rng, lines, [ln.text for ln in lines], value)
 
 
 def _rename(value: Any, path: tuple, new_key: str) -> Any:

@@ -89,6 +89,19 @@ def _compute(text: str, lang: str) -> list[StructureIssue]:
     ]
 
 
+_WARNINGS = frozenset(
+    {
+        "md.table-no-separator",
+        "md.table-ragged",
+        "md.table-separator-mismatch",
+        "md.table-pipe-style",
+        "md.list-marker",
+        "md.list-number",
+        "md.list-indent",
+    }
+)
+
+
 def _severity(code: str) -> str:
-    # A separator-less pipe table still renders (as a paragraph): warn rather than error.
-    return "warning" if code in ("md.table-no-separator", "md.table-ragged", "md.table-separator-mismatch") else "error"
+    # Markdown that still renders, only not as meant (a pipe table as a paragraph, a list split in three): warn.
+    return "warning" if code in _WARNINGS else "error"

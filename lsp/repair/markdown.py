@@ -9,9 +9,10 @@ and :func:`table_is_consistent` uses it to validate repaired tables (a small reg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import jsonc as _json
+from . import md_structure as _mds
 
 _BQ = re.compile(r"[ ]{0,3}>[ ]?")
 _FENCE_OPEN = re.compile(r"([ \t]*)(`{3,}|~{3,})(.*)$")
@@ -186,21 +187,7 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
             closer_prefix = prefix + " " * (base + rel_ind)
             block = Block("fence", i, i, closer_prefix, fm.group(3).strip(), False, markup)
             depth = prefix.count(">")
-            j = i + 1
-            while j < n:
-                p2, r2 = _strip_bq(lines[j])
-                if p2.count(">") < depth:
-                    break  # the blockquote ended (fences have no lazy continuation)
-                if r2.strip() and base and _indent(r2) < base:
-                    break  # the list item ended
-                body = r2[base:] if base and _indent(r2) >= base else r2
-                c = body.strip()
-                if _indent(body) <= 3 and c and c[0] == markup[0] and set(c) == {markup[0]} and len(c) >= len(markup):
-                    block.closed = True
-                    block.last = j
-                    break
-                block.last = j
-                j += 1
+            _fence_end(lines, block, depth, base)
             blocks.append(block)
             i = (block.last + 1) if block.closed else max(block.last + 1, i + 1)
             prev_blank = False
@@ -255,6 +242,24 @@ def scan_blocks(text: str) -> tuple[list[Block], list[str], list[int]]:
         prev_para = not _ATX.match(rel) and not _BLOCK_START.match(rel.strip()) or bool(m_item)
         i += 1
     return blocks, lines, starts
+
+
+def _fence_end(lines: list[str], block: Block, depth: int, base: int) -> None:
+    """Set ``block.last`` / ``block.closed``: the fence runs to a closing run of its character at least as long,
+    or to the end of its blockquote or list item, or of the document."""
+    markup = block.markup
+    for j in range(block.first + 1, len(lines)):
+        p2, r2 = _strip_bq(lines[j])
+        if p2.count(">") < depth:
+            return  # the blockquote ended (fences have no lazy continuation)
+        if r2.strip() and base and _indent(r2) < base:
+            return  # the list item ended
+        body = r2[base:] if base and _indent(r2) >= base else r2
+        c = body.strip()
+        block.last = j
+        if _indent(body) <= 3 and c and c[0] == markup[0] and set(c) == {markup[0]} and len(c) >= len(markup):
+            block.closed = True
+            return
 
 
 def _row_body(line: str, base: int) -> tuple[int, str]:
@@ -322,7 +327,38 @@ def _list_base(lines: list[str], first: int) -> int:
 
 
 def find_markdown_issues(text: str) -> list[MdIssue]:
+    """Every structure problem of a Markdown document with its repair, in document order. After a fence closed by
+    the wrong line, the rest is read as if that line were repaired (so later fences are not read inside out)."""
     blocks, lines, starts = scan_blocks(text)
+    for b in blocks:
+        if b.kind != "fence":
+            continue
+        j = _mds.fence_closer(lines, b, lambda ln: _strip_bq(ln)[1])
+        if j is None:
+            continue
+        fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
+        a, e, new = fix.edits[0]
+        delta = len(new) - (e - a)
+        before = _block_issues(text, [x for x in blocks if x.last < b.first], lines, starts)
+        after = []
+        for i in find_markdown_issues(text[:a] + new + text[e:]):
+            if i.start > a + len(new) and all(x >= a + len(new) for ed in i.edits for x in ed[:2]):
+                after.append(
+                    replace(
+                        i,
+                        start=i.start - delta,
+                        end=i.end - delta,
+                        edits=[(x - delta, y - delta, t) for x, y, t in i.edits],
+                        region=(i.region[0] - delta, i.region[1] - delta),
+                    )
+                )
+        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[b.first]]
+        return sorted(before + lists + [fix] + after, key=lambda i: i.start)
+    issues = _block_issues(text, blocks, lines, starts) + _mds.list_issues(text, lines, starts, MdIssue)
+    return sorted(issues, key=lambda i: i.start)
+
+
+def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list[int]) -> list[MdIssue]:
     issues: list[MdIssue] = []
     nlines = len(lines)
 
@@ -374,12 +410,16 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
             continue
         base = _list_base(lines, b.first)
         if b.kind == "table":
+            style = _mds.table_issues(text, lines, starts, b, MdIssue)
+            issues += style
+            cut = [i for i in style if i.code == "md.table-swallows-paragraph"]
+            last = b.last if not cut else _line_at(starts, cut[0].start) - 1
             hdr = len(split_cells(_row_body(lines[b.first], base)[1]))
-            counts = [len(split_cells(_row_body(lines[i], base)[1])) for i in range(b.first + 2, b.last + 1)]
+            counts = [len(split_cells(_row_body(lines[i], base)[1])) for i in range(b.first + 2, last + 1)]
             if all(c == hdr for c in counts):
                 continue
-            edits, width = table_edits(text, lines, starts, b.first, b.last, has_sep=True, base=base)
-            reg = region(b.first, b.last)
+            edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base)
+            reg = region(b.first, last)
             for i, cnt in enumerate(counts, start=b.first + 2):
                 if cnt != hdr:
                     s, e = line_span(i)
@@ -412,6 +452,20 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                         reg,
                     )
                 )
+            elif (sep := _mds.damaged_separator(_row_body(lines[b.first], base)[1], second)) is not None:
+                s, e = line_span(b.first + 1)
+                col = _row_body(lines[b.first + 1], base)[0]
+                issues.append(
+                    MdIssue(
+                        s,
+                        e,
+                        "md.table-separator",
+                        "the separator row under the header is damaged (a | is missing): not rendered as a table",
+                        "markdown",
+                        [(s + col, e, sep)],
+                        reg,
+                    )
+                )
             else:
                 edits, _ = table_edits(text, lines, starts, b.first, b.last, has_sep=False, base=base)
                 s, e = line_span(b.first)
@@ -427,6 +481,13 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                     )
                 )
     return issues
+
+
+def _line_at(starts: list[int], pos: int) -> int:
+    """Index of the line holding offset ``pos``."""
+    import bisect
+
+    return bisect.bisect_right(starts, pos) - 1
 
 
 def table_at(text: str, offset: int) -> tuple[Block, list[str], list[int]] | None:

@@ -10,6 +10,8 @@ from ..diagnostics import StructureIssue, normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
+from .keystroke import keystroke_fix
+from .quotes import concat_fix, inner_quotes_fix, newline_in_string_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
@@ -74,6 +76,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         targets = [target]
     else:
         targets = list(raw)
+    if lang in ("json", "jsonc"):
+        one = _keystroke(text, lang, issue)
+        if one is not None:
+            return one
     what = describe(lang)
     title_one = f"Fix {describe(getattr(targets[0], 'language', lang))}: {targets[0].message}"
     title = title_one if issue is not None else f"Fix all {what} structure problems"
@@ -137,8 +143,25 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         return None
 
     # Whole document: in-place repairs first, then json-repair for what is left, one enclosing value at a time.
-    current = apply_edits(text, [ed for t in targets if t.edits for ed in t.edits]) if edits else text
-    current = current if _safe_edits(targets) else text
+    in_place = apply_edits(text, [ed for t in targets if t.edits for ed in t.edits]) if edits else text
+    current = _rounds(in_place if _safe_edits(targets) else text, lang)
+    if current is None or current == text or _raw_issues(current, lang):
+        return None
+    s, e, _ = changed_span(text, current)
+    return _fix_from_texts(
+        text,
+        current,
+        f"{title} (deterministic rules + json-repair)",
+        codes,
+        "in-place repairs, json-repair on the values they could not fix",
+        span=_whole_lines(text, s, e),
+        language=lang,
+    )
+
+
+def _rounds(current: str, lang: str) -> str | None:
+    """The document after json-repair on the value around each problem left (or its in-place repair), one round
+    per problem, at most :data:`MAX_FALLBACK_ROUNDS`; None when a problem has neither."""
     for _ in range(MAX_FALLBACK_ROUNDS):
         left = _raw_issues(current, lang)
         if not left:
@@ -155,21 +178,42 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
                 current = cand
                 break
         else:
-            if first.edits:
-                current = apply_edits(current, first.edits)
-            else:
+            if not first.edits:
                 return None
-    if current == text or _raw_issues(current, lang):
+            current = apply_edits(current, first.edits)
+    return current
+
+
+def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None:
+    """One typed or deleted syntax character undone (:mod:`.keystroke`), or a string slip repaired (:mod:`.quotes`:
+    quoted words escaped, a line break in a string escaped, literals joined by ``+``), when that makes the whole document parse and, for one issue, the edit lies on the issue's
+    lines or the three before them."""
+    jsonc = lang == "jsonc"
+    fixed = (
+        keystroke_fix(text, jsonc)
+        or inner_quotes_fix(text, jsonc)
+        or newline_in_string_fix(text, jsonc)
+        or concat_fix(text, jsonc)
+    )
+    if fixed is None:
         return None
-    s, e, _ = changed_span(text, current)
+    s, e, _ = changed_span(text, fixed)
+    span = _whole_lines(text, s, e)
+    if issue is not None:
+        lo = text.rfind("\n", 0, max(0, text.rfind("\n", 0, text.rfind("\n", 0, issue.start)))) + 1
+        if span[1] < lo or span[0] > issue.end:
+            return None
+    if validate_fix(text, fixed, lang, span) is not None:
+        return None
+    codes = [issue.code] if issue is not None else sorted({i.code for i in _raw_issues(text, lang)})
+    what = issue.message if issue is not None else f"{describe(lang)} structure"
     return _fix_from_texts(
         text,
-        current,
-        f"{title} (deterministic rules + json-repair)",
+        fixed,
+        f"Fix {what} (deterministic rules)",
         codes,
-        "in-place repairs, json-repair on the values they could not fix",
-        span=_whole_lines(text, s, e),
-        language=lang,
+        "one keystroke or string slip undone",
+        span=span,
     )
 
 

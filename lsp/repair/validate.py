@@ -13,6 +13,8 @@ Checks, in order (the first failure is returned as a one-line reason):
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections import Counter
 
@@ -139,12 +141,12 @@ def _validate_json(
     hi_fixed = hi_orig + (flo - lo) + sum((fe - fs) - (e - s) for s, e, fs, fe in segs)
     whole = lo == 0 and hi_orig == len(original)
     # 3. problems left: none inside the spans, none new outside them.
-    o_res = None if _json.fast_valid(original[lo:hi_orig], jsonc) else _json.parse(original, jsonc, lo, hi_orig)
+    o_res = None if _json.fast_valid(original[lo:hi_orig], jsonc) else _parsed(original, jsonc, lo, hi_orig)
     o_issues = o_res.issues if o_res is not None else []
     if whole and _json.fast_valid(fixed, jsonc):
         n_issues: list = []
     else:
-        n_issues = _json.parse(fixed, jsonc, flo, hi_fixed).issues
+        n_issues = _parsed(fixed, jsonc, flo, hi_fixed).issues
     why = _issue_check(o_issues, n_issues, segs)
     if why:
         return why
@@ -159,7 +161,36 @@ def _validate_json(
         why = _check_cluster(original, fixed, jsonc, cluster, flo, hi_fixed, no_block, keep_values, fences)
         if why:
             return why
+    if keep_values and _moves_brackets(original, fixed, segs):
+        return _nesting_kept(original, fixed, jsonc, lo, hi_orig, flo, hi_fixed)
     return None
+
+
+def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:
+    """Whether a segment deletes a bracket or changes line breaks (only then can the nesting change)."""
+    for s, e, fs, fe in segs:
+        o, f = original[s:e], fixed[fs:fe]
+        if any(o.count(ch) > f.count(ch) for ch in "{}[]") or o.count("\n") != f.count("\n"):
+            return True
+    return False
+
+
+def _nesting_kept(original: str, fixed: str, jsonc: bool, lo: int, hi: int, flo: int, fhi: int) -> str | None:
+    if _pairs(fixed, jsonc, flo, fhi) < _pairs(original, jsonc, lo, hi):
+        return "the fix dissolves a block the user closed"  # an object's { } dropped, its members pulled up
+    if nesting_misfits(fixed[flo:fhi], jsonc) > nesting_misfits(original[lo:hi], jsonc):
+        # More lines indented other than they nest: the fix moved members into another block (a stray "}"
+        # read as the end of an object, the rest of it pulled up a level).
+        return "the fix changes the nesting the indentation shows"
+    return None
+
+
+def _parsed(text: str, jsonc: bool, lo: int, hi: int) -> _json.ParseResult:
+    """The tolerant parse of ``text[lo:hi]``; a whole document is asked for as the diagnostics ask for it, so the
+    parse they cached is reused (a long editor file's parse is most of a repair's time)."""
+    if lo == 0 and hi == len(text):
+        return _json.parse(text, jsonc)
+    return _json.parse(text, jsonc, lo, hi)
 
 
 def _clusters(original: str, segs: list[Seg], lo: int, hi: int, no_block: bool) -> list[tuple[int, int, list[Seg]]]:
@@ -243,6 +274,9 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_f:
         if k in _json.VALUE_KINDS:
             have[_json.lenient_value(k, fixed[a:b])] += 1
+    why = _meaning_kept(original, in_o, have, need)
+    if why:
+        return why
     missing = need - have
     if missing and _only_quotes_moved(original, fixed, in_o, in_f):
         missing = Counter()  # "type: "git" -> "type": "git": the same characters, a quote put back in its place
@@ -257,20 +291,9 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     # Nothing invented inside a string: each of its letters and digits comes from the original's values (the small
     # model once "fixed" a missing comma and turned "mode index_count" into "mode index_countcount", which the
     # merged-string allowance above let through).
-    pool: Counter = Counter()
-    for k, a, b in in_o:
-        if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
-            raw = original[a:b]
-            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
-            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
-    made: Counter = Counter()
-    for k, a, b in in_f:
-        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
-            made += Counter(ch for ch in str(_json.lenient_value(k, fixed[a:b])[1]) if _kept(ch))
-    if made - pool:
-        # A quote inside a new string that no original value held: json-repair read a key and its value as one
-        # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
-        return "the fix adds text to a string"
+    why = _text_added(original, fixed, in_o, in_f)
+    if why:
+        return why
     # ... nor spaces at either end of a new string (a missing-quote fix once opened the string before the indentation:
     # "url" became " url"); a string that had them in the original keeps them.
     raws = [original[a:b] for k, a, b in in_o if k in _json.VALUE_KINDS]
@@ -286,6 +309,133 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         cf = Counter(_comment_text(fixed[a:b]) for k, a, b in in_f if k in (_json.COMMENT, _json.OPEN_COMMENT))
         if cn - cf:
             return "the fix drops a comment"
+    return None
+
+
+def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter) -> str | None:
+    """What the user wrote means the same after the fix: nothing invented, no URL cut at its ``//``, no
+    punctuation dropped from a word, no digit-separated number turned into a string."""
+    for k, a, b in in_o:
+        if k in (_json.WORD, _json.BAD_NUMBER) and _SEPARATED.fullmatch(original, a, b):
+            return f"the fix would turn the number {original[a:b]} into a string"  # 1_000 is 1000 to its writer
+        if k == _json.STRING and _glued_quotes(original, a, b) and _json.lenient_value(k, original[a:b]) in have:
+            return f"the fix reads {original[a:b]} as a value: its quotes belong to the words beside it"
+    written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
+    return _invented(have - need, written) or _url_cut(original, in_o, have) or _glued_kept(original, in_o, have)
+
+
+def _glued_quotes(text: str, a: int, b: int) -> bool:
+    """A string of only delimiters (``", "``) whose quotes touch words outside it (``value2", "value3``)."""
+    return not text[a + 1 : b - 1].strip(" ,:{}[]") and (text[a - 1 : a].isalnum() or text[b : b + 1].isalnum())
+
+
+_SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=16)
+def _pairs(text: str, jsonc: bool, lo: int, hi: int) -> int:
+    """Brackets the text closes with their own kind (a stray or mismatched closer pairs with nothing)."""
+    stack: list[str] = []
+    n = 0
+    for kind, _a, _b in _json.tokenize(text, lo, hi):
+        if kind in ("{", "["):
+            stack.append(kind)
+        elif kind in ("}", "]") and stack and {"{": "}", "[": "]"}[stack[-1]] == kind:
+            stack.pop()
+            n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=16)
+def nesting_misfits(text: str, jsonc: bool) -> int:
+    """Non-blank lines not indented as deep as their brackets nest (0 for one-line text)."""
+    if "\n" not in text:
+        return 0
+    from .keystroke import _misfits, shape_of
+
+    return _misfits(shape_of(_json._blank_jsonc(text) if jsonc else text))
+
+
+_QUOTES = "\u201c\u201d\u2018\u2019`\u00b4"
+
+
+def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
+    """Punctuation glued to a bare word (``/standalone-styles.css/``) is part of that word: a fix that quotes the
+    word must keep it."""
+    strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+    for k, a, b in in_o:
+        if k in (_json.BAD_CHAR, _json.WORD) and not _json._HAS_ALNUM.search(original, a, b):
+            if not original[a:b].strip(_QUOTES):
+                continue  # typographic quotes: a fix replaces them by '"'
+
+            if original[b : b + 1].isalnum() or original[a - 1 : a].isalnum():
+                lo, hi = a, b
+                stop = "{}[],:\"'" + _QUOTES
+                while lo > 0 and not original[lo - 1].isspace() and original[lo - 1] not in stop:
+                    lo -= 1
+                while hi < len(original) and not original[hi].isspace() and original[hi] not in stop:
+                    hi += 1
+                run = original[lo:hi]
+                if not any(run in v for v in strings):
+                    return f"the fix drops {original[a:b]!r} from {run!r}"
+    return None
+
+
+def _invented(extra: Counter, written: str) -> str | None:
+    """A value in the fix that the user never wrote: a ``null`` / ``true`` / number standing in for a missing value
+    (or turned up by reading a list's items as keys), an empty string. ``written`` is the original span's text (a
+    ``true`` inside a string left open there is the user's). Strings built from the user's words are judged by the
+    letter pool below."""
+    for kind, v in extra:
+        if kind in ("l", "n"):
+            spelled = str(int(v)) if isinstance(v, float) and v.is_integer() else json.dumps(v)
+            if not re.search(rf"(?<![\w.]){re.escape(spelled)}(?![\w])", written, re.IGNORECASE):
+                return f"the fix invents the value {json.dumps(v)}"
+        if kind == "s" and isinstance(v, str) and not v.strip(" ,:{}[]"):
+            return f"the fix invents the string {json.dumps(v)}"  # "" for a missing value, ", " from a stray quote
+    return None
+
+
+def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
+    """``https://host/path`` read as ``https`` and a ``//`` comment: the fix must keep the rest inside a string."""
+    strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+    for k, a, b in in_o:
+        if k == _json.COMMENT and _url_tail(original, a):
+            # the URL runs to the first character that cannot be inside one
+            rest = re.match(r"//[^\s\"'<>{}\[\](),]*", original[a:b]).group()  # type: ignore[union-attr]
+            if not any(rest in v for v in strings):
+                return f"the fix cuts the URL before {rest[:20]!r}"
+    return None
+
+
+def _url_tail(text: str, a: int) -> bool:
+    """A ``//`` "comment" right after ``scheme:`` is the rest of a URL."""
+    return text.startswith("//", a) and a >= 2 and text[a - 1] == ":" and text[a - 2].isalnum()
+
+
+def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None:
+    """A letter, digit or double quote in a new string that none of the span's values had."""
+    pool: Counter = Counter()
+    for k, a, b in in_o:
+        if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
+            raw = original[a:b]
+            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
+            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
+        elif k == _json.COMMENT and _url_tail(original, a):
+            pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
+    made: Counter = Counter()
+    quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
+    for k, a, b in in_f:
+        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
+            content = str(_json.lenient_value(k, fixed[a:b])[1])
+            made += Counter(ch for ch in content if _kept(ch))
+            quoted_words = quoted_words and not re.search(r'"\s*[:,]|[:,]\s*"', content)
+    if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
+        pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
+    if made - pool:
+        # A quote inside a new string that no original value held: json-repair read a key and its value as one
+        # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
+        return "the fix adds text to a string"
     return None
 
 
@@ -312,6 +462,8 @@ def _comment_text(t: str) -> str:
 
 
 _WORD = re.compile(r"[^\s|]+")
+# Markdown syntax, not words: a fence run, a list marker or number, a separator cell (their repairs change them).
+_MD_SYNTAX = re.compile(r"`+|~+|[-*+]|\d{1,9}[.)]|:?-+:?")
 
 
 def _json_fences(text: str) -> list[tuple[int, int, str]]:
@@ -338,7 +490,7 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
     for s, e, fs, fe in segs:
         # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
         inside = next(((cs, ce, lg) for cs, ce, lg in o_fences if cs <= s and e <= ce), None)
-        if inside is not None:
+        if inside is not None and not re.fullmatch(r"\s*(`+|~+)\s*", original[s:e]):  # a fence line is no JSON
             cs, ce, lg = inside
             why = _validate_json(original, fixed, lg == "jsonc", [(s, e, fs, fe)], keep_values, cs, ce, cs + fs - s)
             if why:
@@ -354,8 +506,8 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             if body != fbody and (why := validate_fix(body, fbody, lg, (0, len(body)), keep_values=keep_values)):
                 return why
         if keep_values:
-            need = Counter(_WORD.findall(_without(original, s, e, o_in)))
-            have = Counter(_WORD.findall(_without(fixed, fs, fe, f_in)))
+            need = Counter(w for w in _WORD.findall(_without(original, s, e, o_in)) if not _MD_SYNTAX.fullmatch(w))
+            have = Counter(w for w in _WORD.findall(_without(fixed, fs, fe, f_in)) if not _MD_SYNTAX.fullmatch(w))
             lost = need - have
             if lost:
                 return f"the fix drops text from the span: {next(iter(lost))!r}"

@@ -1,0 +1,235 @@
+"""Undo one keystroke: the candidate repairs of a JSON / JSONC document broken by a single typed or deleted
+syntax character (a quote, comma, colon or bracket), scored, the best one returned.
+
+Every candidate only inserts or deletes one of ``" , : { } [ ] \\``, so no value, key or comment is invented or
+lost; the document must then parse (JSONC: comments and trailing commas blanked). Where candidates disagree on the
+value they give, the indentation decides: a pretty-printed file's indentation says where each block ends, so the
+candidate whose bracket depth matches the indentation of most lines wins; a tie is no answer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import json
+import re
+from collections import Counter
+
+from .jsonc import _blank_jsonc
+
+INSERT = '",:{}[]\\'
+DELETE = frozenset('",:{}[]\\')  # a stray backslash too
+MAX_CHARS = 500_000  # larger documents: each candidate parse and the line scan cost too much per keystroke
+MAX_CANDIDATES = 24  # full parses of a long document (each a C-speed json.loads of the whole text)
+MAX_SMALL_PARSES = 3000  # a short document: every single-character edit of the lines near the error
+SMALL = 4000  # below this many characters every single-character edit of the lines near the error is parsed
+
+_STR = r'"(?:[^"\\\n]|\\.)*"'
+_SCALAR = rf"(?:{_STR}|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|\{{\s*\}}|\[\s*\])"
+_INLINE = rf"(?:{_SCALAR}|\[\s*{_SCALAR}(?:\s*,\s*{_SCALAR})*\s*\])"
+# One line of a pretty-printed document: [key:] value / opener, or a closer; an optional comma.
+_LINE = re.compile(rf"\s*(?:(?:{_STR}\s*:\s*)?(?:{_INLINE}|[{{\[])|[}}\]])\s*,?\s*")
+
+
+def keystroke_fix(text: str, jsonc: bool) -> str | None:
+    """``text`` with one syntax character inserted or deleted so that it parses, or None (none found, or the
+    candidates disagree and the indentation cannot tell them apart)."""
+    if len(text) > MAX_CHARS:
+        return None
+    blank = _blank_jsonc(text) if jsonc else text
+    try:
+        json.loads(blank)
+        return None
+    except ValueError as exc:
+        err = getattr(exc, "pos", len(blank))
+    except RecursionError:
+        return None
+    shape = shape_of(blank)
+    values: list[object] = []
+    best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
+    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
+        # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
+        key = (-shape.agreement(row, new_line), padded, kind, dist, cand)
+        k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
+        if k is None:
+            values.append(value)
+            best.append(key)
+        elif key < best[k]:
+            best[k] = key
+    if not best:
+        return None
+    ranked = sorted(best)
+    if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
+        return None  # equally plausible repairs that mean different things: the indentation cannot tell
+    after = _misfits(shape_of(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
+    if after and after >= _misfits(shape):
+        return None  # lines still indented other than they nest: one keystroke does not explain this break
+    return ranked[0][4]
+
+
+@functools.lru_cache(maxsize=4)
+def shape_of(text: str) -> _Shape:
+    """The (cached) line shape of a blanked document: the keystroke search and the validator's nesting check
+    look at the same texts."""
+    return _Shape(text)
+
+
+def _misfits(shape: _Shape) -> int:
+    """Non-blank lines not indented as deep as they nest (0 when the text has no indentation step)."""
+    return sum(ind is not None for ind in shape.indent) - shape.prefix[-1] if shape.unit else 0
+
+
+def _padded(blank: str, a: int, ch: str) -> int:
+    """1 when an inserted quote would start or end a string with a space (``": nodenext"`` opened before the
+    space): a value runs from its first character to the next delimiter, not from the colon."""
+    if ch != '"':
+        return 0
+    before, after = blank[a - 1 : a], blank[a : a + 1]
+    return int((after in (" ", "\t") and before in ":,[{ \t") or (before in (" ", "\t") and after in ",}]"))
+
+
+def _candidates(
+    text: str, blank: str, err: int, shape: _Shape, jsonc: bool
+) -> list[tuple[str, object, int, int, int, int, str]]:
+    """(document, value, kind (insert 0, loose comma 1, delete 2), distance to the error, padded, line
+    index, the edited line) of every candidate that parses."""
+    found: list[tuple[str, object, int, int, int, int, str]] = []
+    small = len(blank) <= SMALL and len(shape.starts) <= 3  # compact text: every edit; pretty: plausible lines
+    budget = MAX_SMALL_PARSES if small else MAX_CANDIDATES
+    seen: set[str] = set()
+    root = len(blank) - len(blank.lstrip())
+    for row in shape.rows_near(err):
+        lo, hi = shape.starts[row], shape.ends[row]
+        line = blank[lo:hi]
+        inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
+        for pos in range(lo, hi + 1):
+            if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
+                continue  # inside a comment
+            # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
+            chars = '"\\' if pos in inside else INSERT
+            edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
+            # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
+            if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
+                edits.append((pos, pos + 1, ""))
+            for a, b, ch in edits:
+                if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
+                    continue  # no indentation to say where a block ends: a bracket only where the reading failed
+                new_line = line[: a - lo] + ch + line[b - lo :]
+                if not small and not _LINE.fullmatch(new_line):
+                    continue
+                cand = text[:a] + ch + text[b:]
+                if cand in seen:
+                    continue
+                seen.add(cand)
+                # JSONC: blank again (a trailing comma blanked before may stop being one)
+                cand_blank = _blank_jsonc(cand) if jsonc else cand
+                budget -= 1
+                if budget < 0:
+                    return found
+                try:
+                    value = json.loads(cand_blank)
+                except (ValueError, RecursionError):
+                    continue
+                # a comma or colon goes right after the token it follows ("1, " not "1 ,")
+                loose = ch in ",:" and blank[a - 1 : a].isspace()
+                kind = (0 if ch else 2) + int(loose)
+                found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
+    return found
+
+
+_STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
+
+
+class _Shape:
+    """Each line's indentation and bracket depth in the broken document, so that a candidate edit's agreement
+    between indentation and nesting is counted without rescanning the whole text: an edit on one line shifts the
+    depth of every later line by the same amount."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.ends = [s - 1 for s in self.starts[1:]] + [len(text)]
+        # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
+        lines = _STRINGS.sub('""', text).split("\n")
+        bodies = [ln.lstrip(" \t") for ln in lines]
+        self.indent: list[int | None] = [  # None: a blank line
+            len(ln) - len(b) if b.strip() else None for ln, b in zip(lines, bodies, strict=True)
+        ]
+        nets = [ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]") for ln in lines]
+        self.after = list(itertools.accumulate(nets))  # depth after each line
+        self.first = [  # depth at the line's first token (a leading closer already counted)
+            (self.after[i - 1] if i else 0) - (b[:1] in ("}", "]")) for i, b in enumerate(bodies)
+        ]
+        self.unit = _indent_unit(self.indent)
+        n = len(self.starts)
+        self.fits = [self._fits(i, self.first[i]) for i in range(n)]
+        self.prefix = [0, *itertools.accumulate(self.fits)]
+        self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
+
+    def _fits(self, i: int, depth: int) -> bool:
+        return self.unit > 0 and self.indent[i] is not None and self.indent[i] == depth * self.unit
+
+    def suffix(self, delta: int) -> list[int]:
+        """suffix[i]: lines from i on that fit when every depth from there is shifted by ``delta``."""
+        if delta not in self._suffix:
+            fits = [self._fits(i, self.first[i] + delta) for i in range(len(self.starts))]
+            self._suffix[delta] = [*itertools.accumulate(reversed(fits))][::-1] + [0]
+        return self._suffix[delta]
+
+    def agreement(self, row: int, new_line: str) -> int:
+        """Lines indented as deep as they nest once line ``row`` reads ``new_line``."""
+        if not self.unit:
+            return 0
+        before = self.after[row - 1] if row else 0
+        body = new_line.lstrip(" \t")
+        first = before - 1 if body[:1] in ("}", "]") else before
+        own = int(body.strip() != "" and len(new_line) - len(body) == first * self.unit)
+        delta = before + _net(new_line) - self.after[row]
+        return self.prefix[row] + own + self.suffix(delta)[row + 1]
+
+    def rows_near(self, err: int) -> list[int]:
+        """The error's line and the two non-blank lines before it, then the first line whose indentation
+        disagrees with its depth (where a block lost its opener or closer) and the one before it."""
+        at = bisect.bisect_right(self.starts, min(err, len(self.text))) - 1
+        picks = [at]
+        k = at - 1
+        while k >= 0 and len(picks) < 3:
+            if self.indent[k] is not None:
+                picks.append(k)
+            k -= 1
+        odd = next(
+            (i for i, (ind, ok) in enumerate(zip(self.indent, self.fits, strict=True)) if ind is not None and not ok),
+            None,
+        )
+        if odd is not None and self.unit:
+            picks += [odd, max(0, odd - 1)]
+        return list(dict.fromkeys(picks))
+
+
+def _net(line: str) -> int:
+    """Openers minus closers on a line, outside strings."""
+    if "{" not in line and "}" not in line and "[" not in line and "]" not in line:
+        return 0
+    n = 0
+    for m in _TOKENS.finditer(line):
+        t = m.group()
+        if t in ("{", "["):
+            n += 1
+        elif t in ("}", "]"):
+            n -= 1
+    return n
+
+
+def _indent_unit(indents: list[int | None]) -> int:
+    """The document's indentation step (2, 4, a tab = 1), from the most common change between lines."""
+    steps: Counter = Counter()
+    prev = 0
+    for ind in indents:
+        if ind is None:
+            continue
+        if ind != prev:
+            steps[abs(ind - prev)] += 1
+        prev = ind
+    return steps.most_common(1)[0][0] if steps else 0

@@ -1,0 +1,100 @@
+"""String slips a single character edit does not undo, each repaired only when the document then parses:
+
+* quoted words inside a string value: ``"note": "a "quoted" word"`` escaped to ``"a \\"quoted\\" word"``;
+* a line break typed inside a string (``"hello<Enter>world"``): the break escaped as ``\\n``;
+* string literals joined with ``+`` (``'hello' + 'world'``, code pasted as JSON): one string, as JavaScript reads it.
+
+For quoted words, a value runs from its opening quote (after ``:``, ``[`` or at the start of the document) to the first quote that a
+real delimiter follows (a comma and the next ``"key":``, a closer, the end of the line); the quotes between are
+escaped when they come in pairs (quoted words). A single stray quote is a typing slip as often as an inch mark:
+whether to delete or escape it is the user's call, so it gets no fix here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .jsonc import _blank_jsonc
+
+_VALUE_START = re.compile(r'(?:(?<=[:\[])|^)[ \t]*"')
+_END = re.compile(r'"(?=[ \t]*(?:,[ \t]*"[^"\n]*"[ \t]*:|[}\]]|,?[ \t]*(?:\n|$)))')
+_QUOTE = re.compile(r'(?<!\\)"')
+
+
+def inner_quotes_fix(text: str, jsonc: bool) -> str | None:
+    """``text`` with the paired inner quotes of one value escaped so that it parses, or None."""
+    blank = _blank_jsonc(text) if jsonc else text
+    try:
+        json.loads(blank)
+        return None
+    except ValueError as exc:
+        err = getattr(exc, "pos", len(blank))
+    except RecursionError:
+        return None
+    starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, 0, min(len(blank), err + 1))]
+    for q0 in reversed(starts[-3:]):
+        line_end = blank.find("\n", q0)
+        stop = len(blank) if line_end < 0 else line_end + 1
+        end = _END.search(blank, q0 + 1, stop)
+        if end is None:
+            continue
+        inner = [m.start() for m in _QUOTE.finditer(blank, q0 + 1, end.start())]
+        if not inner or len(inner) % 2:
+            continue
+        if any(not re.search(r"\w", blank[a + 1 : b]) for a, b in zip(inner[::2], inner[1::2], strict=True)):
+            continue  # '"hello" + " world"': the quotes enclose an operator, not a word (concatenation)
+        fixed = text
+        for pos in reversed(inner):
+            fixed = fixed[:pos] + "\\" + fixed[pos:]
+        try:
+            json.loads(_blank_jsonc(fixed) if jsonc else fixed)
+        except ValueError:
+            continue
+        return fixed
+    return None
+
+
+_OPEN_LINE = re.compile(r'"(?:[^"\\\n]|\\.)*\n')  # a string still open at its line's end
+_LITERAL = r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
+_CONCAT = re.compile(rf"({_LITERAL})\s*\+\s*({_LITERAL})")
+
+
+def _parses(text: str, jsonc: bool) -> bool:
+    try:
+        json.loads(_blank_jsonc(text) if jsonc else text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def newline_in_string_fix(text: str, jsonc: bool) -> str | None:
+    """``text`` with the line break inside one string escaped, when the next line closes that string and the
+    document then parses; None otherwise."""
+    if _parses(text, jsonc):
+        return None
+    for m in _OPEN_LINE.finditer(text):
+        fixed = text[: m.end() - 1] + "\\n" + text[m.end() :]
+        if _parses(fixed, jsonc):
+            return fixed
+    return None
+
+
+def concat_fix(text: str, jsonc: bool) -> str | None:
+    """``text`` with every ``"a" + "b"`` joined into one double-quoted string, when the document then parses."""
+    if _parses(text, jsonc) or "+" not in text:
+        return None
+    fixed, n = text, 0
+    while (m := _CONCAT.search(fixed)) is not None and n < 100:
+        joined = json.dumps(_literal(m.group(1)) + _literal(m.group(2)), ensure_ascii=False)
+        fixed = fixed[: m.start()] + joined + fixed[m.end() :]
+        n += 1
+    return fixed if n and _parses(fixed, jsonc) else None
+
+
+def _literal(token: str) -> str:
+    """The text of a single- or double-quoted literal."""
+    if token[0] == '"':
+        return str(json.loads(token))
+    body = token[1:-1].replace("\\'", "'").replace('"', '\\"')
+    return str(json.loads('"' + body + '"'))

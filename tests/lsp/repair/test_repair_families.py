@@ -1,0 +1,284 @@
+"""Structure repair on the breakage families of issue 47, checked as a user would: the fixed document means what
+the broken one said (no invented value, no cut string, the nesting the indentation shows), or no fix at all; and
+each fix touches nothing outside its own lines.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dgemma_lsp.lsp.diagnostics import find_issues
+from dgemma_lsp.lsp.repair import checked_output, rules_fix
+from dgemma_lsp.lsp.repair.keystroke import keystroke_fix
+
+
+def fixed_text(text: str, lang: str) -> str | None:
+    """What ``dgemma-lsp fix --repair rules --output fixed`` prints (None: exit 4, no validated fix)."""
+    fix = rules_fix(text, lang, None)
+    if fix is None:
+        return None
+    out, why = checked_output(text, fix, lang, whole=True)
+    assert why is None, why
+    return out
+
+
+# -- a wrong fix is worse than no fix ----------------------------------------------------------------------------
+
+NO_FIX = [
+    ("a value not typed yet", '{"a":}'),
+    ("a value missing between members", '{"a":,"b":2}'),
+    ("truncated after a key", '{"foo"'),
+    ("truncated after a colon", '{"a": 1, "b":'),
+    ("a key never given its value", '{"a",'),
+    ("a value not typed yet, next line the next key", '{\n  "a":\n  "b": 1\n}\n'),
+    ("a number with digit separators", '{"a": 1_000}'),
+    ("a key written onto its own closing quote", '{\n  "repository"x: {\n    "type": "git"\n  },\n  "n": 1\n}\n'),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), NO_FIX, ids=[n for n, _ in NO_FIX])
+def test_no_fix_rather_than_an_invented_meaning(name: str, text: str) -> None:
+    assert find_issues(text, "json"), name
+    out = fixed_text(text, "json")
+    assert out is None, f"{name}: offered {out!r}"
+
+
+MEANT = [
+    # one line, no indentation to say where the list began: no guess (never an object of numbers turned keys)
+    ("a list missing its opening bracket", '{"a": 1, 2, 3]}', None),
+    (
+        "a URL value missing its opening quote",
+        '{\n  "homepage": https://vuejs.org/",\n  "n": 1\n}\n',
+        {"homepage": "https://vuejs.org/", "n": 1},
+    ),
+    (
+        "a path value missing its opening quote",
+        '{\n  "module": nodenext",\n  "target": "es2022"\n}\n',
+        {"module": "nodenext", "target": "es2022"},
+    ),
+    (
+        "a key missing its opening quote",
+        '{\n  "a": 1,\n  application/clr": {\n    "source": "iana"\n  }\n}\n',
+        {"a": 1, "application/clr": {"source": "iana"}},
+    ),
+    ("a typed stray quote", '{\n  "a": [\n    "c"dmid",\n    "x"\n  ]\n}\n', None),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "value"), MEANT, ids=[m[0] for m in MEANT])
+def test_the_fix_means_what_the_user_wrote(name: str, text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    if value is None:  # ambiguous: no guess
+        assert out is None, f"{name}: offered {out!r}"
+        return
+    assert out is not None, f"{name}: no fix"
+    assert json.loads(out) == value
+
+
+# -- candidates, not one guess: the indentation says where a block ended -------------------------------------------
+
+
+def long_file(n: int = 300) -> tuple[str, dict]:
+    value = {f"type/{i}": {"source": "iana", "extensions": [f"e{i}", f"f{i}"]} for i in range(n)}
+    return json.dumps(value, indent=2) + "\n", value
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"type/150": {', '"type/150": '),  # the opener of an object deleted
+        ('"extensions": [\n      "e77"', '"extensions": \n      "e77"'),  # the opener of a list deleted
+        ('"f200"\n    ]\n  },', '"f200"\n    ]\n  ,'),  # a closer deleted, its comma kept
+        ('"source": "iana",\n    "extensions": [\n      "e9"', '"source": "iana"\n    "extensions": [\n      "e9"'),
+        ('"e120",', '"e120"'),  # a comma deleted
+        ('"type/42": {', '"type/42" {'),  # a colon deleted
+        ('"f5"\n    ]\n  },\n  "type/6"', '"f5"\n    ]\n  }]\n  "type/6"'),  # "," overtyped with "]"
+    ],
+)
+def test_long_editor_file_one_keystroke_is_undone_where_the_indentation_says(old: str, new: str) -> None:
+    text, value = long_file()
+    assert old in text
+    broken = text.replace(old, new, 1)
+    with pytest.raises(ValueError):
+        json.loads(broken)
+    out = fixed_text(broken, "json")
+    assert out is not None
+    assert json.loads(out) == value
+
+
+def test_a_comma_goes_right_after_the_value_it_follows() -> None:
+    assert keystroke_fix('{"a": 1 "b": 2}', False) == '{"a": 1, "b": 2}'
+
+
+def test_equally_plausible_repairs_that_mean_different_things_give_no_answer() -> None:
+    # "typescript" could become ["typescript"] or lose the stray ]: nothing in the text says which.
+    assert keystroke_fix('{\n    "name": "typescript"],\n    "version": "7"\n}\n', False) is None
+
+
+def test_jsonc_keystroke_keeps_comments() -> None:
+    text = '{\n  // compiler\n  "compilerOptions": {\n    "strict" true, // on\n  }\n}\n'
+    out = fixed_text(text, "jsonc")
+    assert out is not None and "// compiler" in out and "// on" in out
+    assert '"strict": true' in out
+
+
+# -- Markdown: fences ----------------------------------------------------------------------------------------------
+
+
+def md_fix(text: str) -> str | None:
+    return fixed_text(text, "markdown")
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    from markdown_it import MarkdownIt
+
+    return [
+        (t.type, t.content)
+        for t in MarkdownIt("commonmark").enable("table").parse(text)
+        if t.type in ("fence", "inline")
+    ]
+
+
+def test_a_closer_that_lost_a_backtick_is_the_one_repaired() -> None:
+    good = "# Use\n\n```js\nrun()\n```\n\nThen:\n\n```bash\nnpm test\n```\n\nDone.\n"
+    broken = good.replace("run()\n```\n", "run()\n``\n", 1)
+    assert blocks(broken) != blocks(good)
+    assert [i.code for i in find_issues(broken, "markdown")] == ["md.fence-closer"]
+    assert md_fix(broken) == good
+
+
+def test_a_fence_opened_longer_than_it_closes_is_closed_where_its_code_ends() -> None:
+    good = "Intro\n\n```text\nsome code\n```\n\nProse after.\n\n- a list\n"
+    broken = good.replace("```text", "````text", 1)
+    out = md_fix(broken)
+    assert out is not None and blocks(out) == blocks(good)
+    assert out.startswith("Intro\n\n````text\nsome code\n````\n")  # the closer matches the opener
+
+
+def test_nested_fences_stay_and_the_outer_closer_is_repaired() -> None:
+    good = "````markdown\nExample:\n\n```js\nx()\n```\n````\n\nAfter.\n"
+    assert find_issues(good, "markdown") == []
+    broken = good.replace("```\n````\n", "```\n```\n", 1)
+    out = md_fix(broken)
+    assert out is not None and blocks(out) == blocks(good)
+
+
+def test_an_unclosed_fence_at_the_end_is_still_closed() -> None:
+    out = md_fix("Run:\n\n```sh\nmake\n")
+    assert out == "Run:\n\n```sh\nmake\n```\n"
+
+
+# -- Markdown: lists -----------------------------------------------------------------------------------------------
+
+
+def test_a_bullet_that_changed_marker_joins_its_list_again() -> None:
+    out = md_fix("- one\n- two\n* three\n- four\n")
+    assert out == "- one\n- two\n- three\n- four\n"
+
+
+def test_a_nested_bullet_with_its_own_sub_list_changes_marker_back() -> None:
+    text = "- top\n  - one\n  - two\n  * three\n    - deep\n  - four\n- next\n"
+    assert md_fix(text) == text.replace("  * three", "  - three")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["- a\n- b\n* c\n", "* a\n* b\n+ x\n+ y\n- c\n- d\n", "1) a\n2) b\n1. x\n2. y\n", "099. a\n100. b\n101. c\n"],
+)
+def test_lists_styled_on_purpose_are_left_alone(text: str) -> None:
+    # mdformat's style tests: two lists on purpose, numbers that start late
+    assert find_issues(text, "markdown") == []
+
+
+def test_an_ordered_list_out_of_sequence_is_renumbered_in_place() -> None:
+    text = "Steps:\n\n1. a\n2. b\n4. c\n4. d\n"
+    codes = [i.code for i in find_issues(text, "markdown")]
+    assert codes == ["md.list-number"]  # only the 4 that should read 3
+    assert md_fix(text) == "Steps:\n\n1. a\n2. b\n3. c\n4. d\n"
+    assert find_issues("1. a\n1. b\n1. c\n", "markdown") == []  # all ones: a style, not a slip
+
+
+def test_a_nested_item_one_space_short_goes_back_into_its_list() -> None:
+    text = "- parent\n  - one\n  - two\n - three\n- next\n"
+    assert md_fix(text) == "- parent\n  - one\n  - two\n  - three\n- next\n"
+
+
+# -- Markdown: tables ----------------------------------------------------------------------------------------------
+
+
+def test_a_row_without_the_leading_pipe_gets_it_back() -> None:
+    text = "| a | b |\n| - | - |\n| 1 | 2 |\n 3 | 4 |\n"
+    assert md_fix(text) == "| a | b |\n| - | - |\n| 1 | 2 |\n| 3 | 4 |\n"
+
+
+def test_a_damaged_separator_row_is_rebuilt_with_its_alignment() -> None:
+    text = "| a | b |\n| :-- --: |\n| 1 | 2 |\n"
+    assert md_fix(text) == "| a | b |\n| :-- | --: |\n| 1 | 2 |\n"
+
+
+def test_a_paragraph_run_into_a_table_is_separated_not_padded() -> None:
+    text = "| a | b |\n| - | - |\n| 1 | 2 |\nThis sentence follows the table.\n"
+    assert [i.code for i in find_issues(text, "markdown")] == ["md.table-swallows-paragraph"]
+    assert md_fix(text) == "| a | b |\n| - | - |\n| 1 | 2 |\n\nThis sentence follows the table.\n"
+
+
+# -- minimal: no fix changes bytes outside its span ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("- one\n- two\n* three\n- four\n", "markdown"),
+        ("# T\n\n```js\nrun()\n``\n\n```bash\nx\n```\n", "markdown"),
+        ("| a | b |\n| - | - |\n 1 | 2 |\n| 3 | 4 |\n", "markdown"),
+        ('{\n  "a": 1\n  "b": 2\n}\n', "json"),
+    ],
+)
+def test_each_fix_stays_inside_its_span(text: str, lang: str) -> None:
+    for issue in find_issues(text, lang):
+        fix = rules_fix(text, lang, issue)
+        assert fix is not None
+        lo, hi = fix.span
+        out = fix.apply(text)
+        tail = len(text) - hi
+        assert out[:lo] == text[:lo] and out[len(out) - tail :] == text[hi:]
+
+
+# -- quoted words inside a value -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"key": "Lorem "ipsum" s,"}', {"key": 'Lorem "ipsum" s,'}),
+        ('{ "content": "[LINK]("https://google.com")" }', {"content": '[LINK]("https://google.com")'}),
+        ('["lorem "ipsum" sic"]', ['lorem "ipsum" sic']),
+        ('{"key": "v"alue", "k": 1}', None),  # one stray quote: typed by mistake or meant, the user decides
+    ],
+)
+def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    if value is None:
+        assert out is None, out
+    else:
+        assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('"hello\nworld"', "hello\nworld"),  # Enter typed inside a string: the break is the string's
+        ('"hello" + " world"', "hello world"),  # code pasted as JSON: the literals joined as JavaScript reads them
+        ("{\n  \"greeting\": 'hello' +\n  'world'\n}", {"greeting": "helloworld"}),
+    ],
+)
+def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:
+    out = fixed_text('[\n"abc,\n"def"\n]', "json")
+    assert out is not None and json.loads(out) == ["abc", "def"]
