@@ -27,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
 from dgemma_lsp.backend.contract import CanvasRequest, collect
 from dgemma_lsp.config import Settings
 
@@ -34,6 +36,18 @@ from . import sources, tasks
 
 EVAL_SEED = 10_000_019  # training streams use seeds < 10**9 // 2 * ... in another range (see train.Feeder)
 SMALL_SETTINGS = dict(max_prefix_tokens=384, max_suffix_tokens=128, denoising_steps=16, seed=0, repair_attempts=1)
+
+
+def load_checkpoint(path: str) -> Any:
+    """A checkpoint folder as a ``DiffusionGemmaForBlockDiffusion`` (int8-stored or not)."""
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from dgemma_lsp.backend.int8_weights import is_int8_folder, load_int8_model
+
+    if is_int8_folder(path):
+        return load_int8_model(path, dtype=torch.float32)
+    return DiffusionGemmaForBlockDiffusion.from_pretrained(path, dtype=torch.float32)
 
 
 def load_backend(model: str, threads: int | None = None) -> Any:
@@ -353,52 +367,48 @@ def run_latency(backend: Any, repeats: int = 7) -> dict[str, Any]:
 
 def run_teacher(model_dir: str, docs: dict[str, list[sources.Doc]], n: int = 48) -> dict[str, Any]:
     """Teacher-forced reply loss / token accuracy on held-out examples, at noise t = 1 (the first denoising step:
-    nothing of the reply visible) and t = 0.5. Ignores the <eos> fill after the reply. A random-weight model of
-    the same architecture scores about ln(4096) = 8.3 nats and 0 accuracy."""
+    nothing of the reply visible) and t = 0.5, through the trainer's packed forward (``training.lean``, checked
+    against transformers' own). Ignores the <eos> fill after the reply. A random-weight model of the same
+    architecture scores about ln(vocab) nats and 0 accuracy."""
     import torch
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion, DynamicCache
+    from transformers import AutoTokenizer
 
-    from . import train as T
+    from . import lean_train as LT
+    from .lean import PackedBatch, PackedDiffusionGemma, dense_mask
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(model_dir, dtype=torch.float32).eval()
-    stream = tasks.ExampleStream(docs, lambda s: len(tok.encode(s, add_special_tokens=False)), EVAL_SEED, tokenizer=tok)
+    model = load_checkpoint(model_dir).float().eval()
+    packed = PackedDiffusionGemma(model)
+    eot, eos = cast(int, tok.convert_tokens_to_ids(LT.EOT)), tok.eos_token_id
     out: dict[str, Any] = {}
-    for kind in ("infill-python", "infill-javascript", "json-repair", "md-table"):
+    for kind in ("infill-python", "infill-typescript", "infill-javascript", "json-repair", "md-table"):
         if kind.startswith("infill-") and not docs.get(kind[7:]):
             continue
-        exs = [stream.one(kind) for _ in range(n)]
-        items = T.encode_examples(tok, exs, cast(int, tok.convert_tokens_to_ids(T.EOT)), tok.eos_token_id)
+        LT._W.update(tok=tok, docs=docs, mixture={kind: 1.0}, eot=eot, eos=eos)
+        items = LT._make_chunk(EVAL_SEED, n=n)
         res = {}
         for t in (1.0, 0.5):
-            gen = torch.Generator().manual_seed(0)
+            rng = random.Random(0)
             nll, hit, cnt = 0.0, 0, 0
             for i in range(0, len(items), 8):
-                chunk = items[i : i + 8]
-                C = min(128, max(len(it[1]) for it in chunk))
-                tb = T.to_tensors(T.build_batch(chunk, C, random.Random(0), eos=tok.eos_token_id), "cpu", 1024)
-                tg = tb["targets"]
-                noise = torch.randint(0, model.config.text_config.vocab_size, tg.shape, generator=gen)
-                mask = torch.rand(tg.shape, generator=gen) < t
+                exs = []
+                for it in items[i : i + 8]:
+                    e = LT.example_tokens(it, rng, copies=1, vocab=len(tok), eos=eos, max_len=LT.SLIDING_WINDOW,
+                                          fill_weight=0.0, ar_weight=0.0, sc_prob=0.0)  # fmt: skip
+                    c = e["canvas"] >= 0
+                    noisy = np.random.default_rng(rng.getrandbits(32)).random(int(c.sum())) < t
+                    rand = np.random.default_rng(rng.getrandbits(32)).integers(0, len(tok), int(c.sum()))
+                    e["ids"][c] = np.where(noisy, rand, e["target"][c])
+                    e["canvas_w"][c] *= noisy  # the loss where the canvas was noised
+                    exs.append(e)
+                arrays, _, _ = LT.pack_rows(exs, len(exs), max(len(e["ids"]) for e in exs))
+                b = PackedBatch(**{k: torch.from_numpy(v) for k, v in arrays.items()})
                 with torch.no_grad():
-                    cache = DynamicCache(config=model.config.get_text_config())
-                    enc = model.model.encoder(
-                        input_ids=tb["input_ids"],
-                        attention_mask=tb["enc_mask"],
-                        position_ids=tb["pos"],
-                        past_key_values=cache,
-                    )
-                    logits = model(
-                        decoder_input_ids=torch.where(mask, noise, tg),
-                        past_key_values=T._cache_of(enc),
-                        decoder_attention_mask=tb["dec_mask"],
-                        decoder_position_ids=tb["dec_pos"],
-                    ).logits
-                eos = tok.eos_token_id
-                reply = ~((tg == eos) & (torch.cumsum((tg == eos).int(), 1) > 1)) & mask
-                ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tg, reduction="none")
-                nll += float(ce[reply].sum())
-                hit += int((logits.argmax(-1) == tg)[reply].sum())
+                    logits = packed.logits(packed.hidden(b, dense_mask(b.doc, b.canvas)))
+                reply = b.canvas_w > 0
+                ce = torch.nn.functional.cross_entropy(logits[reply], b.target[reply], reduction="sum")
+                nll += float(ce)
+                hit += int((logits.argmax(-1)[reply] == b.target[reply]).sum())
                 cnt += int(reply.sum())
             res[f"t={t}"] = {"reply_nll": round(nll / max(cnt, 1), 3), "reply_acc": round(hit / max(cnt, 1), 3)}
         out[kind] = res

@@ -180,14 +180,3 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
     assert "equal to the seed's (the region) from it on" in changes and changes.endswith("(1.00)")
     kept = next(line for line in out.splitlines() if line.startswith("same token count: 1 cases"))
     assert "(1.00); equal to the seed's" in kept  # the right answer: every token after the first edit is the target's
-
-
-def test_seed_layout_toy_runs() -> None:
-    """The seed-layout toy trains both layouts a few steps through the trainer's own loss and reports each."""
-    stdout = run_report("bench/seed_layout.py", "--train-steps", "3", "--batch", "8", "--eval", "50")
-    rows = [line for line in stdout.splitlines() if line.startswith(("| aligned |", "| slack |"))]
-    assert len(rows) == 2
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[1:4] == ["smoke", "3", "48"] and "/" in cells[4] and "/" in cells[5]
-        assert int(cells[4].split("/")[1].split()[0]) + int(cells[5].split("/")[1].split()[0]) == 50  # every case

@@ -24,12 +24,9 @@
 #               NEXT_EDITS=N (default 0): then N timed dgemma/nextEdit requests per config, same server and engine
 #   step        bench/gpu_step.py --parts vllm with JOBS (and JOB_TIMEOUTS): engine step timings
 #   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
-#   train       the small model's training (carry .train_data/pack.jsonl.gz; TRAIN_MIN, TRAIN_INIT, TRAIN_ARGS)
-#   train-continue  continue from the last `train` checkpoint on the same warm machine (fresh warmup + cosine)
 #   lean-train  the embedded model's trainer (training/lean_train.py; carry .train_data): LEAN_MIN minutes, LEAN_ARGS;
 #               LEAN_INIT=/tmp/lean continues the last run on the same warm machine. The int8 checkpoint comes back as
 #               $OUT/lean-int8.tar.part-* (cat them), the log as $OUT/lean.log, the corpus manifest of this machine as $OUT/corpus.json
-#   seed-layout  bench/seed_layout.py's toy on the GPU, SEED_LAYOUT_RUNS ("mode:preset:steps:lr:seed ...") side by side
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
@@ -105,16 +102,6 @@ run_stage() {
   sweep)
     install_shim
     timeout "$(left)" python3 bench/gpu_step.py --parts "${PARTS:?PARTS=floors,kernels,...}" ${ARGS:-} --out "$OUT/gpu_step.jsonl" ;;
-  train|train-continue)
-    install_shim; cp .train_data/pack.jsonl.gz /tmp/pack.jsonl.gz
-    export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-    if [ "$st" = train ]; then d=/tmp/small-a; init=(${TRAIN_INIT:+--init "$TRAIN_INIT"})
-    else d=/tmp/small-b; init=(--init "${TRAIN_INIT:-/tmp/small-a}"); fi
-    ( cd /tmp && timeout "$(left)" python3 -m training.train "${init[@]}" --out "$d" \
-        --minutes "${TRAIN_MIN:-8}" --workers 13 --no-tokenizer --pack /tmp/pack.jsonl.gz \
-        --log "$OUT/$st.train.log" ${TRAIN_ARGS:-} ) > "$OUT/$st.train.out" 2>&1
-    echo "train exit $?"; tail -n 3 "$OUT/$st.train.out"
-    tar cf "$OUT/$(basename "$d").tar" -C /tmp "$(basename "$d")" && ls -la "$d" ;;
   lean-train)
     install_shim; export PYTHONPATH="$PWD:$PYTHONPATH" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     [ -f "$OUT/corpus.json" ] || [ -n "${LEAN_INIT:-}" ] || timeout 120 python3 -m training.corpus manifest \
@@ -128,17 +115,6 @@ run_stage() {
       rm -rf /tmp/lean && mv /tmp/lean-next /tmp/lean
       python3 -m training.export_int8 /tmp/lean /tmp/lean-int8 && tar cf - -C /tmp lean-int8 | split -b 15m - "$OUT/lean-int8.tar.part-"
     fi ;;
-  seed-layout)
-    install_shim; mkdir -p /tmp/sl; i=0; pids=()
-    for r in ${SEED_LAYOUT_RUNS:?mode:preset:steps:lr:seed ...}; do
-      IFS=: read -r mode preset steps lr seed <<< "$r"; i=$((i + 1))
-      timeout "$(( $(left) - 10 ))" python3 bench/seed_layout.py --device cuda --modes "$mode" --preset "$preset" \
-        --train-steps "$steps" --lr "$lr" --seed "${seed:-0}" --eval 400 --minutes "${SEED_LAYOUT_MIN:-7}" --json "$OUT/seed_layout.jsonl" > "/tmp/sl/$i.log" 2>&1 &
-      pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p"; done
-    for f in /tmp/sl/*.log; do echo "-- $f"; grep -v "^\[" "$f" | tail -n 5; grep "^\[" "$f" | tail -n 2; done
-    cat "$OUT/seed_layout.jsonl" ;;
   *) echo "unknown stage $st (see the header of $0)"; return 2 ;;
   esac
 }

@@ -187,31 +187,3 @@ def test_stream_mixes_next_edits_in_only_when_asked(tok, docs) -> None:
     assert not any(plain.one().kind == "next-edit" for _ in range(20))
     kinds = Counter(mixed.one().kind for _ in range(24))
     assert 4 <= kinds["next-edit"] <= 20, kinds
-
-
-def test_workers_make_next_edit_items_for_the_trainer(tok) -> None:
-    """``--next-edit-frac`` reaches the data workers: their chunks hold seeded next-edit items, batched with repair."""
-    from training import train as T
-
-    T._worker_init("", str(SMALL_MODEL_DIR), 40, "train", None, 1.0)
-    items = T._make_chunk(11, n=6)
-    assert len(items) == 6
-    for prompt, _reply, group, canvas, seed in items:
-        assert group == "repair" and seed and len(seed) == canvas and len(prompt) <= T.MAX_PROMPT
-
-
-def test_a_few_cpu_training_steps_with_next_edits_mixed_in(tmp_path) -> None:
-    """The trainer itself (smoke preset, one data worker, CPU) runs a few steps with the task in its mix."""
-    import json
-    import subprocess
-
-    out = tmp_path / "ckpt"
-    cmd = [sys.executable, "-m", "training.train", "--out", str(out), "--preset", "smoke"]
-    cmd += ["--minutes", "0.04", "--workers", "1", "--python-files", "30", "--pack", str(tmp_path / "none")]
-    cmd += ["--device", "cpu", "--no-tokenizer", "--tokens-per-batch", "3000", "--max-batch", "8"]
-    cmd += ["--next-edit-frac", "0.5", "--mix-repair", "0.6", "--host-threads", "1", "--save-every", "1000"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    meta = json.loads((out / "training.json").read_text())
-    assert meta["step"] >= 2 and meta["args"]["next_edit_frac"] == 0.5
-    assert (out / "model.safetensors").stat().st_size > 0
