@@ -54,6 +54,7 @@ class PromptCache:
         from transformers import DynamicCache
 
         if not self.fits(len(prompt), new_tokens):
+            self.encoded_tokens += len(prompt)
             return None, 0
         best, best_n = None, 0
         for key, (ids, _) in self._lru.items():

@@ -18,6 +18,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,7 @@ class TransformersBackend:
         self.recommended: dict[str, float] = {}  # the checkpoint's dgemma_lsp.json, if any (model_card.py)
         self.prompts: PromptCache | None = None  # encoder caches of recent prompts (prompt_cache.py)
         self.threads = ThreadGovernor()  # CPU threads per generation, from the machine's load (cpu.py)
+        self.finished: deque[tuple[float, float]] = deque(maxlen=256)  # (wall s, cpu s) of completed generations
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TransformersBackend:
@@ -305,6 +307,10 @@ class TransformersBackend:
             detail["prompt_tokens_encoded"] = self.prompts.encoded_tokens
         if self.device == "cpu":
             detail["cpu_threads"] = {"cores": self.threads.cores, "last": self.threads.threads}
+        if self.finished:
+            walls, cpus = sorted(w for w, _ in self.finished), sorted(c for _, c in self.finished)
+            detail["generate_p50_ms"] = {"wall": round(1e3 * walls[len(walls) // 2], 1),
+                                         "cpu": round(1e3 * cpus[len(cpus) // 2], 1)}  # fmt: skip
         if self.model is not None:
             cfg = self.model.config
             detail.update(
@@ -412,7 +418,7 @@ class TransformersBackend:
         from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
 
         self._check(request, stop_flag)  # it may have waited for the lock
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.thread_time()
         model, tok = self.model, self.tokenizer
         canvas = request.canvas_length
         vocab = model.config.text_config.vocab_size
@@ -527,6 +533,10 @@ class TransformersBackend:
         stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
         stats.wall_s = time.monotonic() - t0
         stats.extra["device"] = self.device
+        # this thread's CPU time: the wall time on an idle core when it ran alone (one thread); the gap to wall_s is
+        # what other processes took
+        stats.extra["cpu_s"] = round(time.thread_time() - cpu0, 4)
+        self.finished.append((stats.wall_s, stats.extra["cpu_s"]))
         if logprobs:
             stats.extra["confidence"] = _geomean(logprobs)
         emit(Done("".join(committed_texts), stats))

@@ -191,3 +191,14 @@ def test_seed_layout_toy_runs() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[1:4] == ["smoke", "3", "48"] and "/" in cells[4] and "/" in cells[5]
         assert int(cells[4].split("/")[1].split()[0]) + int(cells[5].split("/")[1].split()[0]) == 50  # every case
+
+
+def test_cpu_keystroke_runs(tmp_path: Path) -> None:
+    """Quiet and with one busy process beside it, on the tiny checkpoint: a row per pass, the cache's share."""
+    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+
+    out = run_report("bench/cpu_keystroke.py", "--models", str(ensure_tiny_checkpoint()), "--load", "1",
+                     "--max-keys", "6", "--functions", "1", "--line-pause-ms", "300", "--context-chars", "800")  # fmt: skip
+    rows = [line for line in out.splitlines() if "| quiet |" in line or "| +1 busy |" in line]
+    assert len(rows) == 2 and "keystroke -> final" in out, out
+    assert all("bfloat16" in r or "float32" in r for r in rows)  # the backend's own report reached the table
