@@ -52,6 +52,36 @@ def resolve(name: str) -> Path:
     return Path(name)
 
 
+def backend_alone(model: Path, keys: int = 10) -> dict[str, Any]:
+    """The transformers backend in this process, one thread: a ~1.1k-token prompt, then ``keys`` keystrokes that
+    change its last 60 tokens, one 32-token canvas each at the checkpoint's steps; wall and CPU ms (p50)."""
+    import torch
+
+    from dgemma_lsp.backend.contract import CanvasRequest, collect
+    from dgemma_lsp.backend.model_card import read_card
+    from dgemma_lsp.backend.transformers_backend import TransformersBackend
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # one thread, whatever the load: CPU time = time on an idle core
+    steps = int(read_card(model).get("denoising_steps", 16))
+    backend = TransformersBackend(str(model), device="cpu")
+    asyncio.run(backend.start())
+    g = torch.Generator().manual_seed(0)
+    vocab = backend.model.config.text_config.vocab_size
+    head = torch.randint(10, vocab, (1100,), generator=g).tolist()
+    out: dict[str, list[float]] = {"cold_wall": [], "cold_cpu": [], "wall": [], "cpu": []}
+    for i in range(keys + 1):
+        prompt = head + torch.randint(10, vocab, (60,), generator=g).tolist()
+        req = CanvasRequest(
+            prompt_ids=prompt, canvas_length=32, max_new_tokens=32, max_denoising_steps=steps, rng_seed=i
+        )
+        done = asyncio.run(collect(backend.generate(req)))
+        kind = "cold_" if i == 0 else ""
+        out[kind + "wall"].append(done.stats.wall_s * 1e3)
+        out[kind + "cpu"].append(done.stats.extra["cpu_s"] * 1e3)
+    del os.environ["OMP_NUM_THREADS"]
+    return {"steps": steps, **{k: percentile(v, 50) for k, v in out.items()}}
+
+
 def spin(n: int) -> list[subprocess.Popen]:
     """``n`` busy Python processes (each keeps one core busy) until stopped."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
@@ -133,12 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--line-pause-ms", type=float, default=1500, help="where a user waits for ghost text")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ready-s", type=float, default=300)
+    p.add_argument("--backend-keys", type=int, default=10, help="keystrokes of the backend-alone table (0: none)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     args.next_edit = 0
     command = "python bench/cpu_keystroke.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     m = machine()
-    rows, raw = [], []
+    rows, raw, alone = [], [], []
+    if args.backend_keys:
+        for name in args.models.split(","):
+            print(f"[cpu_keystroke] {name} backend alone ...", file=sys.stderr, flush=True)
+            b = backend_alone(resolve(name), args.backend_keys)
+            alone.append(
+                f"| {name} | {b['steps']} | {fmt(b['cold_wall'], 0)} / {fmt(b['cold_cpu'], 0)} "
+                f"| {fmt(b['wall'], 0)} / {fmt(b['cpu'], 0)} |"
+            )
+            raw.append({"model": name, "backend_alone": b})
     for name in args.models.split(","):
         model = resolve(name)
         for load in sorted({0, args.load}):
@@ -147,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row(name, load, r))
             raw.append({"model": name, "load": load, **{k: v for k, v in r.items() if k != "backend"}})
     lines = [f"Run {machine_line(m)}.", "", f"Command: `{command.strip()}`", "", HEADER, "|" + "---|" * 11, *rows]
+    if alone:
+        lines += ["", f"The backend alone, one thread, {args.backend_keys} keystrokes changing the last 60 of ~1160 prompt "
+                  "tokens, one 32-token canvas each (p50 ms; CPU = the time on an idle core):", "",
+                  "| checkpoint | steps | cold prompt: wall / CPU | keystroke, prompt cached: wall / CPU |",
+                  "|---|---|---|---|", *alone]  # fmt: skip
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(

@@ -198,7 +198,9 @@ def test_cpu_keystroke_runs(tmp_path: Path) -> None:
     from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
 
     out = run_report("bench/cpu_keystroke.py", "--models", str(ensure_tiny_checkpoint()), "--load", "1",
-                     "--max-keys", "6", "--functions", "1", "--line-pause-ms", "300", "--context-chars", "800")  # fmt: skip
+                     "--max-keys", "6", "--functions", "1", "--line-pause-ms", "300", "--context-chars", "800",
+                     "--backend-keys", "2")  # fmt: skip
     rows = [line for line in out.splitlines() if "| quiet |" in line or "| +1 busy |" in line]
     assert len(rows) == 2 and "keystroke -> final" in out, out
     assert all("bfloat16" in r or "float32" in r for r in rows)  # the backend's own report reached the table
+    assert "The backend alone" in out
