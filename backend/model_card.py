@@ -3,6 +3,10 @@
 Recognised keys: ``min_confidence`` (the suggestion gate, ``lsp/confidence.py``) and ``t_min`` / ``t_max`` (the
 completion temperature schedule). Each applies only where the user left the setting unset; anything else in the
 file (a ``why``) is for people. The embedded small model ships one; a folder without the file recommends nothing.
+
+A folder with a card also recommends its ``generation_config.json``'s ``max_denoising_steps`` as the completion
+step count (``denoising_steps``, where the user left the server default): the checkpoint's trainer knows how few
+steps it holds up at. Checkpoints without a card (the 26B, whose generation config says 48) keep the server's.
 """
 
 from __future__ import annotations
@@ -33,4 +37,11 @@ def read_card(model_dir: str | Path) -> dict[str, float]:
     lo, hi = _number(card.get("t_min")), _number(card.get("t_max"))
     if lo is not None and hi is not None and 0.0 <= lo < hi:
         out["t_min"], out["t_max"] = lo, hi
+    try:
+        gen = json.loads((Path(model_dir) / "generation_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        gen = {}
+    steps = gen.get("max_denoising_steps") if isinstance(gen, dict) else None
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
+        out["denoising_steps"] = steps
     return out

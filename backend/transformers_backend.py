@@ -18,6 +18,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,9 +37,12 @@ from .contract import (
     ProgressCallback,
     Stats,
 )
+from .cpu import ThreadGovernor
 
 if TYPE_CHECKING:
     from dgemma_lsp.config import Settings
+
+    from .prompt_cache import PromptCache
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,11 @@ def resolve_dtype(dtype: str, device: str) -> Any:
     import torch
 
     if dtype in ("", "auto"):
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        if device.startswith("cuda"):
+            return torch.bfloat16
+        from .cpu import bf16_native
+
+        return torch.bfloat16 if bf16_native() else torch.float32
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     except KeyError:
@@ -90,7 +98,9 @@ def check_checkpoint_folder(path: Path) -> None:
             f"{path} holds a {model_type or 'unknown'!s} model, not DiffusionGemma (model_type must be diffusion_gemma)"
         )
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
-        raise BackendUnavailable(f"{path} has a DiffusionGemma config but no weights (*.safetensors)")
+        raise BackendUnavailable(
+            f"{path} has a DiffusionGemma config but no weights (model.safetensors or model.int8.safetensors)"
+        )
 
 
 def looks_like_path(ref: str) -> bool:
@@ -169,6 +179,9 @@ class TransformersBackend:
         self.active = 0  # generations running in the worker thread right now
         self.steps_run = 0  # denoising steps executed, across all requests (for tests and status)
         self.recommended: dict[str, float] = {}  # the checkpoint's dgemma_lsp.json, if any (model_card.py)
+        self.prompts: PromptCache | None = None  # encoder caches of recent prompts (prompt_cache.py)
+        self.threads = ThreadGovernor()  # CPU threads per generation, from the machine's load (cpu.py)
+        self.finished: deque[tuple[float, float]] = deque(maxlen=256)  # (wall s, cpu s) of completed generations
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TransformersBackend:
@@ -198,7 +211,6 @@ class TransformersBackend:
 
     def _load(self) -> None:
         import torch
-        from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -212,15 +224,12 @@ class TransformersBackend:
             raise BackendUnavailable(f"model folder {self.model_ref} does not exist")
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or local
         src = str(path) if local else self.model_ref
+        from .int8_weights import Int8FormatError, is_int8_folder
+
         try:
-            try:  # the local cache first: no network round trip when the weights are already here
-                tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
-                model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype, local_files_only=True)
-            except OSError:
-                if offline:
-                    raise
-                tokenizer = AutoTokenizer.from_pretrained(src)
-                model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype)
+            tokenizer, model = self._from_pretrained(src, dtype, offline, int8=local and is_int8_folder(path))
+        except Int8FormatError as exc:
+            raise BackendUnavailable(f"model {self.model_ref!r}: {exc}") from None
         except OSError as exc:
             hint = "HF_HUB_OFFLINE is set: download it elsewhere or pass --model PATH" if offline else str(exc)
             raise BackendUnavailable(f"model {self.model_ref!r} is not available locally ({hint})") from None
@@ -230,7 +239,7 @@ class TransformersBackend:
             raise BackendUnavailable(
                 f"model {self.model_ref!r} has no chat template (DiffusionGemma is prompted through it)"
             )
-        model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to through functools.wraps
+        model.to(device).eval()
         torch.set_grad_enabled(False)
         if self.use_triton and device.startswith("cuda"):
             try:  # one Triton pass per step instead of softmax + multinomial + argmax + two entropies
@@ -240,11 +249,32 @@ class TransformersBackend:
             except ImportError as exc:
                 log.warning("Triton kernels unavailable, using transformers' own step: %s", exc)
         self.tokenizer, self.model, self.device = tokenizer, model, device
+        from .prompt_cache import PromptCache
+
+        self.prompts = PromptCache(model)
         if local:
             from .model_card import read_card
 
             self.recommended = read_card(path)
         self._warm_up()
+
+    @staticmethod
+    def _from_pretrained(src: str, dtype: Any, offline: bool, *, int8: bool) -> tuple[Any, Any]:
+        from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+        if int8:  # shipped small: int8 weights, dequantized to the compute dtype (int8_weights.py)
+            from .int8_weights import load_int8_model
+
+            return AutoTokenizer.from_pretrained(src, local_files_only=True), load_int8_model(src, dtype)
+        try:  # the local cache first: no network round trip when the weights are already here
+            tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
+            model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype, local_files_only=True)
+        except OSError:
+            if offline:
+                raise
+            tokenizer = AutoTokenizer.from_pretrained(src)
+            model = DiffusionGemmaForBlockDiffusion.from_pretrained(src, dtype=dtype)
+        return tokenizer, model
 
     def _warm_up(self) -> None:
         """One tiny generation so the first keystroke does not pay for lazy initialisation (~2 s on CPU)."""
@@ -265,12 +295,22 @@ class TransformersBackend:
     async def aclose(self) -> None:
         self.model = None
         self.tokenizer = None
+        self.prompts = None
 
     def info(self) -> BackendInfo:
         detail: dict[str, Any] = {"steps_run": self.steps_run, "active": self.active}
         if self.model is not None:
             detail["triton_kernels"] = type(self.model).__name__.startswith("Kernel")
             detail["recommended"] = self.recommended
+        if self.prompts is not None:
+            detail["prompt_tokens_reused"] = self.prompts.reused_tokens
+            detail["prompt_tokens_encoded"] = self.prompts.encoded_tokens
+        if self.device == "cpu":
+            detail["cpu_threads"] = {"cores": self.threads.cores, "last": self.threads.threads}
+        if self.finished:
+            walls, cpus = sorted(w for w, _ in self.finished), sorted(c for _, c in self.finished)
+            detail["generate_p50_ms"] = {"wall": round(1e3 * walls[len(walls) // 2], 1),
+                                         "cpu": round(1e3 * cpus[len(cpus) // 2], 1)}  # fmt: skip
         if self.model is not None:
             cfg = self.model.config
             detail.update(
@@ -378,14 +418,20 @@ class TransformersBackend:
         from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
 
         self._check(request, stop_flag)  # it may have waited for the lock
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.thread_time()
         model, tok = self.model, self.tokenizer
         canvas = request.canvas_length
         vocab = model.config.text_config.vocab_size
         if request.rng_seed is not None:
             torch.manual_seed(request.rng_seed)
         prompt = self.prompt_ids(request)
-        input_ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        prompt_t = torch.tensor(prompt, dtype=torch.long, device=self.device)
+        # the prompt's cached prefix (the previous keystroke's) is not encoded again: only its changed tail
+        cache, reused = self.prompts.take(prompt_t, request.total_new_tokens) if self.prompts else (None, 0)
+        input_ids = prompt_t[reused:].unsqueeze(0)
+        log.debug("prompt of %d tokens, %d of them cached", len(prompt), reused)
+        if self.device == "cpu":
+            torch.set_num_threads(self.threads.pick())  # in this worker thread: OpenMP reads it per thread
 
         kwargs: dict[str, Any] = {}
         processors = LogitsProcessorList()
@@ -401,7 +447,7 @@ class TransformersBackend:
                 if pins:
                     processors.append(
                         _PinLogits(
-                            len(prompt),
+                            input_ids.shape[1],
                             torch.tensor(pins, device=self.device),
                             torch.tensor([seed[p] for p in pins], device=self.device),
                         )
@@ -411,7 +457,8 @@ class TransformersBackend:
         processors.append(keep)  # after the pins: a pinned token counts as certain
         logprobs: list[float] = []  # of the committed tokens at their canvas's first step
         stats = Stats(backend=self.name, model=self.model_label, prompt_tokens=len(prompt))
-        state = {"canvas": 0, "step": 0, "seen_prompt": False}
+        stats.extra["prompt_reused"] = reused
+        state = {"canvas": 0, "step": 0, "seen_prompt": False, "drafts": 0}
         committed_texts: list[str] = []
         finished = {"eos": False}
         backend = self
@@ -446,6 +493,7 @@ class TransformersBackend:
 
             def put_draft(self, value: Any) -> None:
                 state["step"] += 1
+                state["drafts"] += 1
                 backend.steps_run += 1
                 if stats.first_draft_s is None:
                     stats.first_draft_s = time.monotonic() - t0
@@ -463,6 +511,7 @@ class TransformersBackend:
         try:
             model.generate(
                 input_ids,
+                cache=cache,
                 streamer=_Streamer(),
                 logits_processor=processors,
                 max_new_tokens=request.total_new_tokens,
@@ -477,11 +526,17 @@ class TransformersBackend:
                 raise
         finally:
             model.config.canvas_length = old_canvas
+            if self.prompts is not None and state["drafts"]:  # a draft comes after the encoder: the prompt is in
+                self.prompts.put(prompt_t, cache)
         stats.canvases = len(stats.steps_per_canvas)
         steps = sum(stats.steps_per_canvas)
         stats.tokens_per_forward = stats.tokens / steps if steps else 0.0
         stats.wall_s = time.monotonic() - t0
         stats.extra["device"] = self.device
+        # this thread's CPU time: the wall time on an idle core when it ran alone (one thread); the gap to wall_s is
+        # what other processes took
+        stats.extra["cpu_s"] = round(time.thread_time() - cpu0, 4)
+        self.finished.append((stats.wall_s, stats.extra["cpu_s"]))
         if logprobs:
             stats.extra["confidence"] = _geomean(logprobs)
         emit(Done("".join(committed_texts), stats))

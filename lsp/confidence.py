@@ -1,5 +1,5 @@
 """Withholding suggestions the model itself is unsure of (``min_confidence``), and the other settings a
-checkpoint may recommend for itself (the temperature schedule).
+checkpoint may recommend for itself (the temperature schedule, the completion step count).
 
 A backend that can read its own logits (the transformers backend) reports a suggestion's *confidence*: the
 geometric mean probability that each canvas's first denoising step -- from pure noise, so from the prompt alone --
@@ -45,6 +45,19 @@ def temperatures(settings: Any, backend: Any) -> tuple[float, float]:
     if "t_min" in rec and "t_max" in rec:
         return rec["t_min"], rec["t_max"]
     return DEFAULT_TEMPERATURES
+
+
+def completion_steps(settings: Any, backend: Any) -> int:
+    """Denoising steps per completion canvas: the setting when the user changed it from its default, else the
+    model's recommendation (its generation_config.json, ``backend/model_card.py``), else the default."""
+    chosen = int(getattr(settings, "denoising_steps", DEFAULT_STEPS))
+    if chosen != DEFAULT_STEPS:
+        return chosen
+    return int(recommended(backend).get("denoising_steps") or chosen)
+
+
+DEFAULT_STEPS = 16  # Settings.denoising_steps' default (tests/lsp/test_confidence.py checks): left so, the model's
+# count applies. The setting keeps a plain default (not None) because editors show it in their settings schema.
 
 
 def confidence(done: Done | None) -> float | None:

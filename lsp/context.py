@@ -37,6 +37,10 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 # Characters of text taken per budgeted token before counting. Code averages 3-4 characters per token; the
 # window is then trimmed by whole lines until it fits, so a generous factor only costs one bigger count.
 CHARS_PER_TOKEN_WINDOW = 4
+# The text before the cursor starts on a line after a multiple of this many characters (token_windows.tail_within):
+# typing then leaves the prompt unchanged up to the cursor's line for ~this many characters, and the embedded
+# model's encoder cache (backend/prompt_cache.py) reuses it; the window is at most this much shorter than its budget.
+PREFIX_GRID_CHARS = 512
 # The current line's text before/after the cursor is capped (minified files have megabyte lines).
 MAX_LINE_CHARS = 4000
 MAX_SNIPPETS = 4
@@ -122,7 +126,8 @@ def _prefix_window(text: str, offset: int, budget: int, count_tokens: CountToken
     The window holds CHARS_PER_TOKEN_WINDOW characters per token; when the tokenizer packs more characters
     per token (the window fits with room to spare and the file has more), it grows 2x, at most twice.
     """
-    return tail_within(text, offset, budget, count_tokens, chars=max(budget, 0) * CHARS_PER_TOKEN_WINDOW, grow=2)
+    return tail_within(text, offset, budget, count_tokens, chars=max(budget, 0) * CHARS_PER_TOKEN_WINDOW, grow=2,
+                       grid=PREFIX_GRID_CHARS)  # fmt: skip
 
 
 def _suffix_window(text: str, offset: int, budget: int, count_tokens: CountTokens) -> tuple[str, int]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from dgemma_lsp.backend.contract import CancelToken, CanvasEvent, CanvasRequest, Committed, Done, Draft
 
-from .confidence import below, temperatures, threshold
+from .confidence import below, completion_steps, temperatures, threshold
 from .context import CompletionPlan, CursorContext, build_context, plan_completion
 from .postprocess import clean_completion
 from .prompt import build_infill_messages
@@ -94,7 +94,7 @@ def make_request(
         messages=build_infill_messages(ctx, plan, history),
         canvas_length=plan.canvas_length,
         max_new_tokens=plan.canvas_length,
-        max_denoising_steps=settings.denoising_steps,
+        max_denoising_steps=completion_steps(settings, backend),
         entropy_bound=settings.entropy_bound,
         t_min=t_min,
         t_max=t_max,

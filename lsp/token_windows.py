@@ -272,12 +272,15 @@ def _verify(side: _Side, d: int, first: int, estimate: int, budget: int, count_t
 
 
 def tail_within(text: str, end: int, budget: int, count_tokens: CountTokens, *, chars: int | None = None,
-                grow: int = 0) -> tuple[str, int]:  # fmt: skip
+                grow: int = 0, grid: int = 0) -> tuple[str, int]:  # fmt: skip
     """Longest tail of ``text[:end]`` within ``budget`` tokens starting at a line start; (text, exact tokens).
 
     ``chars`` bounds the region looked at to ``text[end - chars : end]`` (a partial line at its start is dropped
     unless it is the cursor's own); when the whole region fits in under 3/4 of the budget it doubles, at most
-    ``grow`` times.
+    ``grow`` times. ``grid`` > 0 starts a cut tail at the first line start after a multiple of ``grid`` instead
+    (at most ``grid`` characters shorter), so that typing at ``end`` moves its start once per ``grid`` characters
+    typed rather than about once per line: whatever is built on the tail (a prompt's encoder cache) then stays
+    valid keystroke after keystroke.
     """
     if budget <= 0 or end <= 0:
         return "", 0
@@ -291,6 +294,12 @@ def tail_within(text: str, end: int, budget: int, count_tokens: CountTokens, *, 
         if not (whole and lo > 0 and est < budget * 3 // 4 and attempt < grow):
             break
         chars = 2 * chars  # type: ignore[operator]
+    start = end - d
+    if grid > 0 and d and start > 0:
+        snapped = _first_start(text, -(-start // grid) * grid, end)
+        line = max(text.rfind("\n", 0, end), text.rfind("\r", 0, end)) + 1  # the cursor's own line stays
+        if start < snapped <= line:
+            est, d = est * (end - snapped) // d, end - snapped
     return _verify(side, d, first, est, budget, count_tokens, cache)
 
 

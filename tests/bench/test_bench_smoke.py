@@ -180,3 +180,14 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
     assert "equal to the seed's (the region) from it on" in changes and changes.endswith("(1.00)")
     kept = next(line for line in out.splitlines() if line.startswith("same token count: 1 cases"))
     assert "(1.00); equal to the seed's" in kept  # the right answer: every token after the first edit is the target's
+def test_cpu_keystroke_runs(tmp_path: Path) -> None:
+    """Quiet and with one busy process beside it, on the tiny checkpoint: a row per pass, the cache's share."""
+    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+
+    out = run_report("bench/cpu_keystroke.py", "--models", str(ensure_tiny_checkpoint()), "--load", "1",
+                     "--max-keys", "6", "--functions", "1", "--line-pause-ms", "300", "--context-chars", "800",
+                     "--backend-keys", "2")  # fmt: skip
+    rows = [line for line in out.splitlines() if "| quiet |" in line or "| +1 busy |" in line]
+    assert len(rows) == 2 and "keystroke -> final" in out, out
+    assert all("bfloat16" in r or "float32" in r for r in rows)  # the backend's own report reached the table
+    assert "The backend alone" in out

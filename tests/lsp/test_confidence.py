@@ -9,7 +9,7 @@ import pytest
 from dgemma_lsp.backend.contract import Done, Stats
 from dgemma_lsp.backend.model_card import read_card
 from dgemma_lsp.config import ConfigError, Settings
-from dgemma_lsp.lsp.confidence import below, temperatures, threshold
+from dgemma_lsp.lsp.confidence import DEFAULT_STEPS, below, completion_steps, temperatures, threshold
 
 
 class _Backend:  # only the attribute the gate reads (a real backend sets it from the checkpoint's card)
@@ -80,4 +80,17 @@ def test_model_card(tmp_path) -> None:
 def test_the_shipped_small_model_recommends_a_gate_and_cool_sampling() -> None:
     from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
 
-    assert read_card(SMALL_MODEL_DIR) == {"min_confidence": 0.25, "t_min": 0.1, "t_max": 0.3}
+    assert read_card(SMALL_MODEL_DIR) == {"min_confidence": 0.25, "t_min": 0.1, "t_max": 0.3, "denoising_steps": 16}
+
+
+def test_a_carded_checkpoint_recommends_its_generation_config_steps(tmp_path) -> None:
+    (tmp_path / "generation_config.json").write_text(json.dumps({"max_denoising_steps": 6}))
+    assert read_card(tmp_path) == {}  # no card: a foreign checkpoint's steps (the 26B's 48) are not ours to use
+    (tmp_path / "dgemma_lsp.json").write_text(json.dumps({"min_confidence": 0.2}))
+    assert read_card(tmp_path) == {"min_confidence": 0.2, "denoising_steps": 6}
+    backend = _Backend(0.2)
+    backend.recommended.update(read_card(tmp_path))
+    assert completion_steps(Settings(), backend) == 6
+    mine, _ = Settings().merged({"denoisingSteps": 12})
+    assert completion_steps(mine, backend) == 12  # a changed setting wins
+    assert completion_steps(Settings(), _Backend(None)) == 16 == Settings().denoising_steps == DEFAULT_STEPS

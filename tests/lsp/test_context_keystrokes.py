@@ -14,7 +14,7 @@ import pytest
 
 from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
 from dgemma_lsp.lsp import token_windows
-from dgemma_lsp.lsp.context import build_context, trim_prefix, trim_suffix
+from dgemma_lsp.lsp.context import PREFIX_GRID_CHARS, build_context, trim_prefix, trim_suffix
 
 TYPED = (
     "def total_value(items):\n    total = 0.0\n    for item in items:\n        total += item.price * item.quantity\n"
@@ -47,6 +47,12 @@ def _source(functions: int) -> str:
     )
 
 
+def _grid_slack(encode, text: str, offset: int, prefix: str) -> int:
+    """Tokens of the text a grid-aligned prefix start may leave out (``PREFIX_GRID_CHARS`` before it)."""
+    start = offset - len(prefix)
+    return len(encode(text[max(0, start - PREFIX_GRID_CHARS) : start]))
+
+
 def _line_starts(text: str) -> set[int]:
     return {0} | {m.end() for m in re.finditer(r"\r\n|\r|\n", text)}
 
@@ -73,8 +79,10 @@ def test_typing_costs_about_one_count_per_window_and_gives_the_cold_result(encod
         assert len(encode(ctx.suffix)) == ctx.suffix_tokens <= 256
         assert offset - len(ctx.prefix) in _line_starts(text) and text[:offset].endswith(ctx.prefix)
         assert text[offset:].startswith(ctx.suffix) and (offset + len(ctx.suffix)) in _line_starts(text) | {len(text)}
-        # Most of the budget used (the cut may leave about a line where the tokenizer merges across breaks).
-        assert ctx.prefix_tokens >= 1024 - 64 and (where == "end" or ctx.suffix_tokens >= 256 - 64)
+        # Most of the budget used (the cut may leave about a line where the tokenizer merges across breaks, and the
+        # prefix starts on the character grid).
+        assert ctx.prefix_tokens >= 1024 - 64 - _grid_slack(encode, text, offset, ctx.prefix)
+        assert where == "end" or ctx.suffix_tokens >= 256 - 64
         if i > 1:
             # After the first keystroke: one exact count of each window, the cursor's line, and now and then the
             # chunk before it (a new line) or parts of the chunk the cut moves into.
@@ -96,7 +104,7 @@ def test_first_keystroke_tokenizes_a_bounded_amount(encode) -> None:
     ctx = _build(doc, len(doc), count, prefix=2048)
     # The chunks up to the budget, parts of the chunk it ends in, one exact count: a few times the prefix at most.
     assert sum(count.lengths) <= 3 * len(ctx.prefix) + 2 * token_windows.CHUNK_CHARS and len(count.lengths) <= 20
-    assert ctx.prefix_tokens >= 2048 - 64
+    assert ctx.prefix_tokens >= 2048 - 64 - _grid_slack(encode, doc, len(doc), ctx.prefix)
 
 
 def test_a_tokenizer_that_changes_does_not_break_the_budget(encode) -> None:
@@ -118,7 +126,8 @@ def test_a_tokenizer_that_changes_does_not_break_the_budget(encode) -> None:
         n = len(seen)
         ctx = _build(doc, len(doc), count_tokens, prefix=512)
         calls.append(len(seen) - n)
-        assert len(encode(ctx.prefix)) == ctx.prefix_tokens <= 512 and ctx.prefix_tokens >= 512 - 64
+        assert len(encode(ctx.prefix)) == ctx.prefix_tokens <= 512
+        assert ctx.prefix_tokens >= 512 - 64 - _grid_slack(encode, doc, len(doc), ctx.prefix)
     # The stale counts are dropped at the first exact count that disagrees: the third build is a warm one.
     assert calls[2] <= 2 < calls[0], calls
 
@@ -143,7 +152,8 @@ def test_windows_cut_at_line_starts_with_any_line_ending(encode, newline: str) -
     doc = _source(300).replace("\n", newline)
     offset = doc.index("value = helper_150") + 3
     ctx = _build(doc, offset, Counter(encode), prefix=300, suffix=100)
-    assert 300 - 64 <= len(encode(ctx.prefix)) <= 300 and 100 - 64 <= len(encode(ctx.suffix)) <= 100
+    assert 300 - 64 - _grid_slack(encode, doc, offset, ctx.prefix) <= len(encode(ctx.prefix)) <= 300
+    assert 100 - 64 <= len(encode(ctx.suffix)) <= 100
     assert doc[offset - len(ctx.prefix) - len(newline) : offset - len(ctx.prefix)] == newline
     assert ctx.suffix.endswith(newline) and doc[offset:].startswith(ctx.suffix)
     assert ctx.line_prefix == "    val" and ctx.line_suffix == "ue = helper_150(x) * 150"
@@ -169,3 +179,17 @@ def test_the_count_cache_does_not_keep_a_backend_alive(encode) -> None:
     del backend
     gc.collect()
     assert gone() is None
+
+
+def test_typing_moves_the_prefix_start_once_per_grid_step(encode) -> None:
+    """The text before the cursor starts on a grid line, so typing a function keeps the prompt's start (and the
+    embedded model's encoder cache of it) for ~PREFIX_GRID_CHARS characters instead of moving it every line."""
+    doc = _source(400)
+    token_windows.clear_caches()
+    starts = []
+    for i in range(1, len(TYPED) + 1):
+        text, offset = doc + TYPED[:i], len(doc) + i
+        starts.append(offset - len(_build(text, offset, Counter(encode)).prefix))
+    moves = sum(1 for a, b in zip(starts, starts[1:], strict=False) if a != b)
+    assert moves <= len(TYPED) // PREFIX_GRID_CHARS + 1, starts
+    assert TYPED.count("\n") >= 4  # typing the same lines without the grid moved it once per line
