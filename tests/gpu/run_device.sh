@@ -113,7 +113,9 @@ run_stage() {
     echo "lean_train exit $?"; grep -v "^\[" "$OUT/lean.out" | tail -n 20; tail -n 4 "$OUT/lean.log"
     if [ -d /tmp/lean-next ]; then
       rm -rf /tmp/lean && mv /tmp/lean-next /tmp/lean
-      python3 -m training.export_int8 /tmp/lean /tmp/lean-int8 && tar cf - -C /tmp lean-int8 | split -b 15m - "$OUT/lean-int8.tar.part-"
+      rm -rf /tmp/lean-int8 && mkdir /tmp/lean-int8 && cp /tmp/lean/*.json /tmp/lean/*.jinja /tmp/lean-int8/ \
+        && cp /tmp/lean/model.safetensors /tmp/lean-int8/ && python3 -m dgemma_lsp.backend.int8_weights /tmp/lean-int8 \
+        && rm /tmp/lean-int8/model.safetensors && tar cf - -C /tmp lean-int8 | split -b 15m - "$OUT/lean-int8.tar.part-"
     fi ;;
   *) echo "unknown stage $st (see the header of $0)"; return 2 ;;
   esac
