@@ -110,12 +110,12 @@ async def test_429_is_retried_before_the_first_byte_then_reported() -> None:
             assert ei.value.kind == "rate_limited" and "429 Too Many Requests" in str(ei.value)
             assert len(chats(srv)) == 2 + 3  # 1 + retries, no more
             assert time.monotonic() - t < 2
-            # a Retry-After beyond the deadline: no wait, the 429 itself is reported at once
+            # a Retry-After beyond the deadline: no wait, the 429 itself is reported (waiting would end in the
+            # deadline's error instead) and not asked again
             srv.routes[CHAT] = json_reply(429, {}, "Too Many Requests", {"retry-after": "5"})
-            t = time.monotonic()
             with pytest.raises(BackendError, match="rate limiting"):
                 await collect(be.generate(ask(deadline=time.monotonic() + 2)))
-            assert time.monotonic() - t < 1
+            assert len(chats(srv)) == 2 + 3 + 1
             srv.routes[CHAT] = OK
             assert (await collect(be.generate(ask()))).text == "Hello"  # next request works
         finally:
@@ -220,16 +220,20 @@ async def test_stall_past_the_deadline() -> None:
     with StubTestServer({MODELS: models_reply(), CHAT: stall(30, headers_first=True)}) as srv:
         be = backend_for(srv.base_url, request_timeout_s=1.0)
         try:
+            # The message names the budget that fired (the stall is 30 s: without the deadline it would be the
+            # server's abort, not this). Load only makes a timer late, never early: the lower bound is exact, the
+            # upper one only has to sit well below the 30 s stall.
             t = time.monotonic()
             with pytest.raises(DeadlineExceeded, match=r"did not finish within 1\.0 s"):
                 await collect(be.generate(ask()))
-            assert 0.9 < time.monotonic() - t < 1.6
-            # stalled before any byte (no headers): same, and nothing is retried past the deadline
+            assert 0.95 <= time.monotonic() - t < 15
+            # stalled before any byte (no headers): the tighter per-request deadline is the one that fires, and
+            # nothing is retried past it (the server saw the request once)
             srv.routes[CHAT] = stall(30)
-            t = time.monotonic()
-            with pytest.raises(DeadlineExceeded):
+            sent = len(chats(srv))
+            with pytest.raises(DeadlineExceeded, match=r"did not finish within 0\.5 s"):
                 await collect(be.generate(ask(deadline=time.monotonic() + 0.5)))
-            assert time.monotonic() - t < 1.0
+            assert len(chats(srv)) == sent + 1
             srv.routes[CHAT] = OK
             assert (await collect(be.generate(ask()))).text == "Hello"
         finally:
