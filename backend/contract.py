@@ -11,7 +11,6 @@ cancellation, or :meth:`CancelToken.cancel`), the backend stops denoising within
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -214,8 +213,3 @@ async def collect(events: AsyncIterator[CanvasEvent]) -> Done:
     if done is None:
         raise BackendError("backend stream ended without a result")
     return done
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from synchronous code (CLI)."""
-    return asyncio.run(coro)

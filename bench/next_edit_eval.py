@@ -39,11 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dgemma_lsp.config import Settings
-from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+from dgemma_lsp.lsp.documents import Document
 from dgemma_lsp.lsp.edit_history import EditHistory
 from dgemma_lsp.lsp.next_edit import pick_region, suggest_once
 from dgemma_lsp.lsp.repair import apply_edits, minimal_edits
 from dgemma_lsp.lsp.repair.edits import Edit
+from dgemma_lsp.lsp.text import LineIndex
 
 PATTERNS = ("rename", "parameter", "literal", "pattern", "dead")
 SMALL_SETTINGS = dict(max_prefix_tokens=384, max_suffix_tokens=128, denoising_steps=16, seed=0)  # the model's eval
@@ -332,7 +333,7 @@ def build_cases(seed: int, per_pattern: int, n_none: int) -> list[Case]:
 
 async def run_case(case: Case, backend, settings: Settings) -> dict:  # noqa: ANN001
     uri = "file:///bench/" + case.source.split(":")[0]
-    doc = Document(uri, "python", 1, BlockLineIndex(case.text))
+    doc = Document(uri, "python", 1, LineIndex(case.text))
     doc.shown_path = case.source.split(":")[0]
     hist = EditHistory()
     a, b, new = case.edit

@@ -1,7 +1,9 @@
 """Settings shared by the CLI and the language server (one table in README.md).
 
-Sources, later ones win: defaults < config file (``--config``, TOML or JSON) < environment
-(``DGEMMA_LSP_<NAME>``) < LSP ``initializationOptions`` < ``workspace/configuration`` < CLI flags.
+:func:`load_settings` layers, later ones win: defaults < config file (``--config``, TOML or JSON) < environment
+(``DGEMMA_LSP_<NAME>``) < command-line flags. ``dgemma-lsp --stdio`` starts the language server from that result,
+which then layers the editor's settings over it (lsp/settings.py: ``initializationOptions`` <
+``workspace/configuration``), so an editor's value overrides a flag.
 Unknown keys are reported, never fatal; bad values raise :class:`ConfigError` with one clear line.
 """
 
@@ -237,7 +239,7 @@ def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def load_settings(config_file: str | None = None, cli: dict[str, Any] | None = None) -> tuple[Settings, list[str]]:
-    """Defaults < file < environment < CLI. Returns (settings, warnings)."""
+    """Defaults < file < environment < ``cli`` (the command-line flags). Returns (settings, warnings)."""
     s = Settings()
     warnings: list[str] = []
     if config_file:

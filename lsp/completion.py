@@ -156,9 +156,6 @@ class CompletionEngine:
         """Forget cached answers (settings or backend changed). What is on screen stays valid for typing-through."""
         self._cache.clear()
 
-    def running_jobs(self) -> int:
-        return sum(1 for st in self._docs.values() if st.job and st.job.task and not st.job.task.done())
-
     # -- the request ----------------------------------------------------------------------------------------
 
     async def complete(

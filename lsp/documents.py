@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from urllib.parse import unquote, urlparse
 
-from .text import PositionError, line_starts, utf16_col_to_index, utf16_len
+from .text import LineIndex, PositionError, utf16_col_to_index
 
-__all__ = ["BlockLineIndex", "Document", "DocumentStore", "Window", "file_path", "prompt_path", "root_paths"]
+__all__ = ["Document", "DocumentStore", "Window", "file_path", "prompt_path", "root_paths"]
 
-_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _fs_path(path_or_uri: str) -> str | None:
@@ -63,120 +60,6 @@ def root_paths(uris: Sequence[str | None]) -> list[str]:
     return [p for p in paths if p is not None and _is_abs(p)]
 
 
-class BlockLineIndex:
-    """:class:`~dgemma_lsp.lsp.text.LineIndex`'s interface with line starts kept in blocks of ~``BLOCK`` lines,
-    each relative to its block's base offset. An edit rewrites the one or two blocks it touches and shifts one
-    base per later block, so its cost is O(lines / BLOCK + BLOCK) plus one string splice, instead of shifting
-    every later line start (14 ms per keystroke at 100k lines with a flat list)."""
-
-    BLOCK = 256
-    __slots__ = ("text", "_bases", "_blocks", "_first")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._bases, self._blocks = self._chunk(line_starts(text))
-        self._reindex()
-
-    @classmethod
-    def _chunk(cls, starts: list[int]) -> tuple[list[int], list[list[int]]]:
-        n = max(1, -(-len(starts) // cls.BLOCK))
-        size = -(-len(starts) // n)
-        bases, blocks = [], []
-        for k in range(0, len(starts), size):
-            part = starts[k : k + size]
-            base = part[0]
-            bases.append(base)
-            blocks.append([x - base for x in part])
-        return bases, blocks
-
-    def _reindex(self) -> None:
-        self._first = [0, *accumulate(len(b) for b in self._blocks[:-1])]
-
-    @property
-    def line_count(self) -> int:
-        return self._first[-1] + len(self._blocks[-1])
-
-    def _check_line(self, line: int) -> None:
-        if line < 0:
-            raise PositionError(f"line {line} is negative")
-        if line >= self.line_count:
-            raise PositionError(f"line {line} is past the end of the document ({self.line_count} lines)")
-
-    def _start(self, line: int) -> int:
-        i = bisect_right(self._first, line) - 1
-        return self._bases[i] + self._blocks[i][line - self._first[i]]
-
-    def _line_of(self, offset: int) -> int:
-        i = bisect_right(self._bases, offset) - 1
-        return self._first[i] + bisect_right(self._blocks[i], offset - self._bases[i]) - 1
-
-    def line_start(self, line: int) -> int:
-        self._check_line(line)
-        return self._start(line)
-
-    def line_end(self, line: int) -> int:
-        """Offset where ``line``'s content ends (before its line break)."""
-        self._check_line(line)
-        if line + 1 >= self.line_count:
-            return len(self.text)
-        start, end = self._start(line), self._start(line + 1)
-        if end - 1 >= start and self.text[end - 1] == "\n":
-            end -= 1
-            if end - 1 >= start and self.text[end - 1] == "\r":
-                end -= 1
-        elif end - 1 >= start and self.text[end - 1] == "\r":
-            end -= 1
-        return end
-
-    def line(self, line: int) -> str:
-        return self.text[self.line_start(line) : self.line_end(line)]
-
-    def offset(self, line: int, character: int, *, clamp: bool = False) -> int:
-        if clamp and line >= self.line_count:
-            return len(self.text)
-        start, end = self.line_start(line), self.line_end(line)
-        try:
-            return start + utf16_col_to_index(self.text[start:end], character, clamp=clamp)
-        except PositionError as exc:
-            raise PositionError(f"line {line}: {exc}") from None
-
-    def position(self, offset: int) -> tuple[int, int]:
-        if not 0 <= offset <= len(self.text):
-            raise PositionError(f"offset {offset} is outside the document (length {len(self.text)})")
-        line = self._line_of(offset)
-        start = self._start(line)
-        return line, utf16_len(self.text[start : min(offset, self.line_end(line))])
-
-    def replace(self, start: int, end: int, new_text: str) -> None:
-        """Replace ``text[start:end]`` with ``new_text``; rescans only the edited lines (as ``LineIndex``)."""
-        old_len = len(self.text)
-        if not 0 <= start <= end <= old_len:
-            raise PositionError(f"edit range {start}..{end} is outside the document (length {old_len})")
-        text = self.text[:start] + new_text + self.text[end:]
-        delta = len(new_text) - (end - start)
-        count = self.line_count
-        # from the line before the edit (a lone "\r" there may merge with an inserted "\n") to the first old
-        # line start the edit cannot influence (> end + 1)
-        first = max(self._line_of(start) - 1, 0)
-        lo = self._start(first)
-        j = self._line_of(end + 1) + 1
-        hi = self._start(j) + delta if j < count else len(text)
-        mid = [m.end() for m in _BREAK.finditer(text, lo, hi) if m.end() < hi or j >= count]
-        bf = bisect_right(self._first, first) - 1
-        bl = bisect_right(self._first, min(j, count - 1)) - 1
-        f0 = self._first[bf]
-        flat = [self._bases[b] + r for b in range(bf, bl + 1) for r in self._blocks[b]]
-        new_flat = flat[: first - f0 + 1] + mid + [x + delta for x in flat[j - f0 :]]
-        bases, blocks = self._chunk(new_flat)
-        self._bases[bf : bl + 1] = bases
-        self._blocks[bf : bl + 1] = blocks
-        k = bf + len(bases)
-        if delta:
-            self._bases[k:] = [b + delta for b in self._bases[k:]]
-        self._reindex()
-        self.text = text
-
-
 @dataclass(slots=True)
 class Window:
     """A slice of a document around a cursor: ``text[offset]`` is the cursor; ``start`` is its document offset."""
@@ -191,7 +74,7 @@ class Document:
     uri: str
     language_id: str
     version: int
-    index: BlockLineIndex
+    index: LineIndex
     warnings: list[str] = field(default_factory=list)
     shown_path: str = ""  # what prompts call the file (set by the store at open: :func:`prompt_path`)
     excluded: str | None = None  # why no model may see it (a secret file: lsp/secret_files.py), else None
@@ -242,7 +125,7 @@ class Document:
         Returns a warning when a position had to be clamped (past the end, split surrogate pair).
         """
         if start is None or end is None:
-            self.index = BlockLineIndex(new_text)
+            self.index = LineIndex(new_text)
             return None
         warning = None
         offs = []
@@ -272,7 +155,7 @@ class DocumentStore:
         self.exclusion: Callable[[str], str | None] = lambda uri: None
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
-        doc = Document(uri, language_id or "plaintext", version, BlockLineIndex(text))
+        doc = Document(uri, language_id or "plaintext", version, LineIndex(text))
         doc.shown_path = prompt_path(uri, self.roots)
         doc.excluded = self.exclusion(uri)
         self._docs[uri] = doc

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from .documents import BlockLineIndex, Document
-from .text import PositionError
+from .documents import Document
+from .text import LineIndex, PositionError
 
 if TYPE_CHECKING:
     from .server import DGemmaServer
@@ -34,7 +34,7 @@ async def complete_after_selection(
     if b < a:
         return []
     text = doc.text
-    virtual = Document(doc.uri, doc.language_id, doc.version, BlockLineIndex(text[:a] + selected.text + text[b:]))
+    virtual = Document(doc.uri, doc.language_id, doc.version, LineIndex(text[:a] + selected.text + text[b:]))
     virtual.shown_path = doc.shown_path  # the prompt names the file as for the document itself
     virtual.excluded = doc.excluded
     vline, vchar = virtual.position(a + len(selected.text))

@@ -2,8 +2,11 @@
 ``workspace/didChangeConfiguration``, layered over the process settings with
 :meth:`dgemma_lsp.config.Settings.merged`.
 
-Precedence (later wins): process settings (defaults < config file < environment) < initializationOptions <
-workspace/configuration (section ``dgemma``) < command-line flags (re-applied last when known).
+Precedence (later wins): the settings the process started with (defaults < config file < environment <
+command-line flags: :func:`dgemma_lsp.config.load_settings`) < initializationOptions < workspace/configuration
+(section ``dgemma``). So in ``dgemma-lsp --stdio`` an editor's value overrides a flag. A caller may also hand
+:class:`SettingsManager` ``cli_overrides``, which are re-applied over everything; ``dgemma-lsp --stdio`` passes
+none (only the fallback entry ``python -m dgemma_lsp.lsp.server`` does).
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ def extract(obj: Any) -> dict[str, Any]:
 
 
 class SettingsManager:
-    """Keeps each source separately so a later change to one source re-merges cleanly."""
+    """Keeps each source separately so a later change to one source re-merges cleanly: ``base`` <
+    initializationOptions < workspace/configuration < ``cli_overrides`` (empty unless a caller passes them)."""
 
     def __init__(self, base: Settings, cli_overrides: dict[str, Any] | None = None) -> None:
         self.base = base

@@ -36,11 +36,12 @@ from typing import Any
 
 from dgemma_lsp.backend.contract import CanvasRequest, Done, Stats
 from dgemma_lsp.config import Settings
-from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+from dgemma_lsp.lsp.documents import Document
 from dgemma_lsp.lsp.edit_history import EditHistory
 from dgemma_lsp.lsp.next_edit import Region, judge, related, suggest_once
 from dgemma_lsp.lsp.repair import apply_edits
 from dgemma_lsp.lsp.repair.edits import Edit
+from dgemma_lsp.lsp.text import LineIndex
 
 from .sources import Doc
 
@@ -565,7 +566,7 @@ def capture_request(
 ) -> tuple[CanvasRequest, Document, EditHistory, Region]:
     """The request :func:`suggest_once` sends at time ``now`` for the cursor on ``line`` after the user made
     ``user_edits`` (see :func:`replay_edits`). Returns (request, document after the edits, its history, region)."""
-    doc = Document("file:///train/" + path, language_id, 1, BlockLineIndex(text))
+    doc = Document("file:///train/" + path, language_id, 1, LineIndex(text))
     doc.shown_path = path
     clock = _Clock(times[0] if times else now)
     hist = EditHistory(clock=clock)

@@ -110,12 +110,12 @@ async def test_429_is_retried_before_the_first_byte_then_reported() -> None:
             assert ei.value.kind == "rate_limited" and "429 Too Many Requests" in str(ei.value)
             assert len(chats(srv)) == 2 + 3  # 1 + retries, no more
             assert time.monotonic() - t < 2
-            # a Retry-After beyond the deadline: no wait, the 429 itself is reported at once
+            # a Retry-After beyond the deadline: no wait, the 429 itself is reported (waiting would end in the
+            # deadline's error instead) and not asked again
             srv.routes[CHAT] = json_reply(429, {}, "Too Many Requests", {"retry-after": "5"})
-            t = time.monotonic()
             with pytest.raises(BackendError, match="rate limiting"):
                 await collect(be.generate(ask(deadline=time.monotonic() + 2)))
-            assert time.monotonic() - t < 1
+            assert len(chats(srv)) == 2 + 3 + 1
             srv.routes[CHAT] = OK
             assert (await collect(be.generate(ask()))).text == "Hello"  # next request works
         finally:
@@ -220,16 +220,20 @@ async def test_stall_past_the_deadline() -> None:
     with StubTestServer({MODELS: models_reply(), CHAT: stall(30, headers_first=True)}) as srv:
         be = backend_for(srv.base_url, request_timeout_s=1.0)
         try:
+            # The message names the budget that fired (the stall is 30 s: without the deadline it would be the
+            # server's abort, not this). Load only makes a timer late, never early: the lower bound is exact, the
+            # upper one only has to sit well below the 30 s stall.
             t = time.monotonic()
             with pytest.raises(DeadlineExceeded, match=r"did not finish within 1\.0 s"):
                 await collect(be.generate(ask()))
-            assert 0.9 < time.monotonic() - t < 1.6
-            # stalled before any byte (no headers): same, and nothing is retried past the deadline
+            assert 0.95 <= time.monotonic() - t < 15
+            # stalled before any byte (no headers): the tighter per-request deadline is the one that fires, and
+            # nothing is retried past it (the server saw the request once)
             srv.routes[CHAT] = stall(30)
-            t = time.monotonic()
-            with pytest.raises(DeadlineExceeded):
+            sent = len(chats(srv))
+            with pytest.raises(DeadlineExceeded, match=r"did not finish within 0\.5 s"):
                 await collect(be.generate(ask(deadline=time.monotonic() + 0.5)))
-            assert time.monotonic() - t < 1.0
+            assert len(chats(srv)) == sent + 1
             srv.routes[CHAT] = OK
             assert (await collect(be.generate(ask()))).text == "Hello"
         finally:
@@ -296,16 +300,19 @@ async def test_closing_the_iterator_tells_the_server_at_once() -> None:
                 n += isinstance(ev, Committed)
                 if n == 5:
                     break
+            # The stream is endless: a close that waited for it would never return, and a client that kept the
+            # connection would never be seen gone. Events, not a stopwatch: the server sees the client go (polled for
+            # up to 5 s on a loaded machine), and sends nothing after.
             t = time.monotonic()
             await gen.aclose()
             closed_at = time.monotonic()
-            assert closed_at - t < 0.2
-            for _ in range(100):
+            assert closed_at - t < 2
+            for _ in range(250):
                 if any(name == "client-gone" for _, name in srv.events):
                     break
                 await asyncio.sleep(0.02)
             gone = [ts for ts, name in srv.events if name == "client-gone"]
-            assert gone and gone[0] - closed_at < 1.0
+            assert gone and gone[0] >= t
             sent_after = [ts for ts, name in srv.events if name.startswith("sent") and ts > gone[0]]
             assert not sent_after
         finally:

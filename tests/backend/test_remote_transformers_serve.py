@@ -94,29 +94,41 @@ async def test_seed_pins_degrade_cleanly_on_a_server_without_vllm_xargs(server: 
 
 async def test_cancel_closes_stream_and_server_stops_generating(server: ServerProcess) -> None:
     """Closing the iterator returns at once and the server aborts generation (its CPU goes idle, and its single
-    inference thread is free: a new request is answered in well under the time the old one had left)."""
+    inference thread is free: a new request is answered in well under the time the old one had left).
+
+    No absolute CPU or wall-clock figures: the server's CPU while idle is compared with its own rate while it
+    generated, measured moments before under the same machine load."""
     be = backend_for(server.base_url)
     try:
         await collect(be.generate(ask(2)))  # warm up
         gen = be.generate(ask(4000))
-        got, cpu_busy0, t_end = 0, 0.0, None
+        got, cpu_busy0, t_busy0, t_end = 0, 0.0, 0.0, None
         async for ev in gen:  # the server's CPU while the stream is read (unread, the socket's buffers throttle it)
             got += isinstance(ev, Committed)
             if got == 20:
-                cpu_busy0, t_end = server.cpu_seconds(), time.monotonic() + 1.0
+                cpu_busy0, t_busy0 = server.cpu_seconds(), time.monotonic()
+                t_end = t_busy0 + 1.0
             if t_end is not None and time.monotonic() >= t_end:
                 break
+        # chunks still streaming a second after the 20th: the server was generating when the client let go
         assert t_end is not None and time.monotonic() >= t_end, "the answer ended before the cancel"
-        busy = server.cpu_seconds() - cpu_busy0
+        busy_rate = (server.cpu_seconds() - cpu_busy0) / (time.monotonic() - t_busy0)
         t = time.monotonic()
         await gen.aclose()
-        assert time.monotonic() - t < 0.5, "closing the stream must not wait for the server"
-        await asyncio.sleep(1.0)  # let the server notice the disconnect and abort at the next token
-        cpu0 = server.cpu_seconds()
-        await asyncio.sleep(1.5)
-        idle = server.cpu_seconds() - cpu0
-        assert busy > 0.05, f"server should have been busy generating (cpu {busy:.2f}s in 1 s)"
-        assert idle < 0.3, f"server kept generating after cancel (cpu {idle:.2f}s in 1.5 s)"
+        # the ~3,980 tokens left take the server several seconds even unloaded: 3 s still catches a close that waits
+        assert time.monotonic() - t < 3, "closing the stream must not wait for the server"
+        # The server notices the disconnect at its next token; on a loaded machine that can take a while. Wait for
+        # a half-second in which it uses under a quarter of its generating rate (a generating server does not).
+        idle_windows = []
+        for _ in range(12):
+            cpu0, t0 = server.cpu_seconds(), time.monotonic()
+            await asyncio.sleep(0.5)
+            idle_windows.append((server.cpu_seconds() - cpu0) / (time.monotonic() - t0))
+            if idle_windows[-1] < max(0.06, busy_rate / 4):
+                break
+        assert idle_windows[-1] < max(0.06, busy_rate / 4), (
+            f"server kept generating after cancel: CPU rate {idle_windows} vs {busy_rate:.2f} while generating"
+        )
         t = time.monotonic()
         done = await collect(be.generate(ask(8)))
         assert done.stats.tokens == 8 and time.monotonic() - t < 10
@@ -142,7 +154,8 @@ async def test_cancel_token_stops_within_a_poll(server: ServerProcess) -> None:
         token.cancel()
         with pytest.raises(BackendError) as ei:
             await task
-        assert ei.value.kind == "cancelled" and time.monotonic() - t < 0.5
+        # the generation had seconds left: 3 s is generous on a loaded machine and still short of finishing it
+        assert ei.value.kind == "cancelled" and time.monotonic() - t < 3
         assert (await collect(be.generate(ask(4)))).text
     finally:
         await be.aclose()
@@ -157,7 +170,7 @@ async def test_task_cancellation_is_immediate(server: ServerProcess) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - t < 0.5
+        assert time.monotonic() - t < 3  # as above: well short of the seconds the generation had left
         assert (await collect(be.generate(ask(4)))).text
     finally:
         await be.aclose()
@@ -166,18 +179,17 @@ async def test_task_cancellation_is_immediate(server: ServerProcess) -> None:
 async def test_deadline_on_a_long_generation(server: ServerProcess) -> None:
     be = backend_for(server.base_url, request_timeout_s=1.5)
     try:
+        # The error names the budget that fired. A loaded machine makes a timer late, never early: the lower bound
+        # is exact; the upper one only has to stay below the 4000 tokens' many seconds.
         t = time.monotonic()
         with pytest.raises(DeadlineExceeded) as ei:
             await collect(be.generate(ask(4000)))
         elapsed = time.monotonic() - t
-        assert 1.4 < elapsed < 2.5, f"deadline 1.5 s, raised after {elapsed:.2f} s: {ei.value}"
         assert "did not finish within 1.5 s" in str(ei.value) and "\n" not in str(ei.value)
-        # a per-request deadline tighter than the setting wins
-        t = time.monotonic()
-        with pytest.raises(DeadlineExceeded):
+        assert 1.45 <= elapsed < 6, f"deadline 1.5 s, raised after {elapsed:.2f} s: {ei.value}"
+        # a per-request deadline tighter than the setting wins: it is the one the error names
+        with pytest.raises(DeadlineExceeded, match=r"did not finish within 0\.7 s"):
             await collect(be.generate(ask(4000, deadline=time.monotonic() + 0.7)))
-        elapsed = time.monotonic() - t
-        assert elapsed < 1.4, f"deadline 0.7 s, raised after {elapsed:.2f} s"
     finally:
         await be.aclose()
     # ... and the server still serves afterwards. It stops an abandoned generation only when it next notices the
@@ -253,9 +265,7 @@ async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(serve
             types.TEXT_DOCUMENT_INLINE_COMPLETION, completion_params(uri, 2, 4, invoked=True), msg_id="remote-cancel"
         )
         await asyncio.sleep(2.0)
-        c0 = server.cpu_seconds()
-        await asyncio.sleep(1.0)
-        assert server.cpu_seconds() - c0 > 0.05, "the server should still be generating the long completion"
+        assert not fut.done(), "the long completion should still be streaming"
         lsp_proc = psutil.Process(st["server"]["pid"])
 
         def to_server() -> int:  # the language server's open connections to the model server
@@ -270,7 +280,8 @@ async def test_lsp_inline_completion_through_the_remote_backend_and_cancel(serve
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="remote-cancel"))
         with pytest.raises(Exception, match="[Cc]ancel"):
             await asyncio.wait_for(asyncio.wrap_future(fut), 5)
-        assert time.monotonic() - t < 1.0, "the LSP request must return at once"
+        # the 4000-token completion had many seconds left; 3 s is room for a loaded machine
+        assert time.monotonic() - t < 3, "the LSP request must return at once"
         for _ in range(40):  # the streaming connection closes (idle keep-alive ones may stay in the pool)
             if to_server() < streaming:
                 break

@@ -287,3 +287,19 @@ def test_fix_with_no_validated_fix_exits_4_with_one_line():
     r = run_cli("fix", "-", "--language", "json", "--output", "fixed", "--repair", "rules", stdin=b'{"a": 1, :: "b"}')
     assert r.returncode == EXIT_NO_FIX and r.stdout == b""
     assert "no validated fix" in one_error_line(r.stderr.decode())
+
+
+def test_stdio_flags_are_the_base_the_editor_settings_refine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dgemma-lsp --stdio --steps 4`` starts from the flag, and an editor's value overrides it (the precedence
+    dgemma_lsp/config.py and lsp/settings.py document): the flags are not re-applied over the editor's settings."""
+    from dgemma_lsp.lsp import server
+    from dgemma_lsp.lsp.settings import SettingsManager
+
+    started: list[tuple[object, ...]] = []
+    monkeypatch.setattr(server, "run_stdio", lambda *a, **kw: started.append((*a, kw.get("cli_overrides"))))
+    monkeypatch.delenv("DGEMMA_LSP_DENOISING_STEPS", raising=False)
+    assert main(["--stdio", "--steps", "4"]) == 0
+    ((settings, *rest),) = started
+    assert settings.denoising_steps == 4 and rest in ([], [None])
+    mgr = SettingsManager(settings)  # what the server builds from run_stdio(settings)
+    assert mgr.update(init_options={"denoisingSteps": 8})[0].denoising_steps == 8

@@ -26,9 +26,10 @@ def test_the_store_names_documents_for_prompts_once_at_open() -> None:
 
 
 def test_a_document_built_outside_the_store_still_shows_no_absolute_path() -> None:
-    from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+    from dgemma_lsp.lsp.documents import Document
+    from dgemma_lsp.lsp.text import LineIndex
 
-    doc = Document("file:///home/ann/proj/pkg/mod.py", "python", 1, BlockLineIndex("x = 1\n"))
+    doc = Document("file:///home/ann/proj/pkg/mod.py", "python", 1, LineIndex("x = 1\n"))
     assert doc.prompt_name == "mod.py"
     assert DocumentStore().open("file:///home/ann/proj/pkg/mod.py", "python", 1, "").prompt_name == "mod.py"
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dgemma_lsp.lsp.context import CompletionPlan, CursorContext
-from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+from dgemma_lsp.lsp.documents import Document
 from dgemma_lsp.lsp.edit_history import MAX_EDITS, EditHistory
 from dgemma_lsp.lsp.next_edit import Region, build_next_edit_messages, clean_region, judge, pick_region, to_copilot
 from dgemma_lsp.lsp.next_edit import Suggestion as NextEdit
 from dgemma_lsp.lsp.prompt import build_infill_messages
 from dgemma_lsp.lsp.repair import Edit
+from dgemma_lsp.lsp.text import LineIndex
 
 
 class Clock:
@@ -20,7 +21,7 @@ class Clock:
 
 
 def doc_of(text: str, uri: str = "file:///u.py", lang: str = "python") -> Document:
-    return Document(uri, lang, 1, BlockLineIndex(text))
+    return Document(uri, lang, 1, LineIndex(text))
 
 
 def type_into(h: EditHistory, doc: Document, line: int, col: int, text: str) -> None:

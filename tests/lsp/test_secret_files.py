@@ -304,11 +304,12 @@ def test_cli_complete_refuses_a_secret_file(tmp_path: Path, capsys: pytest.Captu
 def test_a_check_reason_quoting_a_secret_files_value_is_not_logged() -> None:
     """The deterministic structure rules still run in a secret file; a failed check's reason may quote a value."""
     from dgemma_lsp.lsp.code_actions import _loggable
-    from dgemma_lsp.lsp.documents import BlockLineIndex, Document
+    from dgemma_lsp.lsp.documents import Document
+    from dgemma_lsp.lsp.text import LineIndex
 
     why = "dropped a fix that failed the server's check: the fix loses or changes the value 'JSON-SECRET-88b1'"
-    secret = Document("file:///w/secrets/prod.json", "json", 1, BlockLineIndex("{}"), excluded="a secret file (x)")
-    ordinary = Document("file:///w/app.json", "json", 1, BlockLineIndex("{}"))
+    secret = Document("file:///w/secrets/prod.json", "json", 1, LineIndex("{}"), excluded="a secret file (x)")
+    ordinary = Document("file:///w/app.json", "json", 1, LineIndex("{}"))
     assert _loggable(ordinary, why) == why
     said = _loggable(secret, why)
     assert "JSON-SECRET" not in said and said.startswith("dropped a fix that failed the server's check in file:///w/")

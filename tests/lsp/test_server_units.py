@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from dgemma_lsp.config import ConfigError, Settings
 from dgemma_lsp.lsp.completion import CompletionEngine, _Answer, _Shown
-from dgemma_lsp.lsp.documents import BlockLineIndex, DocumentStore
+from dgemma_lsp.lsp.documents import DocumentStore
 from dgemma_lsp.lsp.settings import SettingsManager, extract
 from dgemma_lsp.lsp.stats import Stats, percentile
-from dgemma_lsp.lsp.text import LineIndex
+from dgemma_lsp.lsp.text import LineIndex, line_starts, utf16_len
 
 
 def test_incremental_edits_match_a_fresh_index():
@@ -63,26 +63,34 @@ def test_random_edits_equal_string_splicing(start, edits):
         assert doc.index.line_count == LineIndex(text).line_count
 
 
+def _reference_position(text: str, offset: int) -> tuple[int, int]:
+    """(line, UTF-16 character) from a fresh scan of ``text``: what any line index must answer."""
+    starts = line_starts(text)
+    line = max(n for n, s in enumerate(starts) if s <= offset)
+    end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    content = text[starts[line] : end].rstrip("\r\n")
+    return line, utf16_len(content[: offset - starts[line]])
+
+
 @settings(max_examples=300, deadline=None)
 @given(start=chunks, edits=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), chunks), max_size=10))
-def test_block_line_index_matches_line_index(start, edits):
-    """The blocked index (tiny blocks here, so edits cross block borders) agrees with a flat LineIndex."""
-    old = BlockLineIndex.BLOCK
-    BlockLineIndex.BLOCK = 2
+def test_line_index_edits_across_block_borders_match_a_fresh_scan(start, edits):
+    """With tiny blocks (so edits cross block borders), every line start and position after each edit is what a
+    fresh scan of the spliced text gives."""
+    old = LineIndex.BLOCK
+    LineIndex.BLOCK = 2
     try:
-        blocked, flat = BlockLineIndex(start), LineIndex(start)
+        ix, text = LineIndex(start), start
         for a, b, new in edits:
-            a, b = sorted((min(a, len(flat.text)), min(b, len(flat.text))))
-            blocked.replace(a, b, new)
-            flat.replace(a, b, new)
-            assert blocked.text == flat.text
-            assert blocked.line_count == flat.line_count
-            for n in range(flat.line_count):
-                assert blocked.line_start(n) == flat.line_start(n) and blocked.line(n) == flat.line(n)
-            for off in range(len(flat.text) + 1):
-                assert blocked.position(off) == flat.position(off)
+            a, b = sorted((min(a, len(text)), min(b, len(text))))
+            ix.replace(a, b, new)
+            text = text[:a] + new + text[b:]
+            assert ix.text == text
+            assert [ix.line_start(n) for n in range(ix.line_count)] == line_starts(text)
+            for off in range(len(text) + 1):
+                assert ix.position(off) == _reference_position(text, off)
     finally:
-        BlockLineIndex.BLOCK = old
+        LineIndex.BLOCK = old
 
 
 def test_edit_cost_stays_small_in_a_large_document():

@@ -123,7 +123,7 @@ def test_incremental_replace_equals_rebuild(text: str, new: str, data: st.DataOb
     ix.replace(start, end, new)
     expected = text[:start] + new + text[end:]
     assert ix.text == expected
-    assert ix._starts == line_starts(expected)
+    assert [ix.line_start(n) for n in range(ix.line_count)] == line_starts(expected)
 
 
 def test_line_index_stays_fast_on_a_5mb_document() -> None:
