@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's training/ package
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,8 +13,12 @@ import argparse
 import asyncio
 import json
 import random
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo's training/ package
 
 from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
 from dgemma_lsp.backend.transformers_backend import TransformersBackend

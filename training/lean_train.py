@@ -306,7 +306,7 @@ def save(model: Any, out: Path, template: Path, meta: dict[str, Any]) -> None:
     tmp.rename(out)
 
 
-def main(argv: list[str] | None = None) -> None:  # noqa: C901 - a training loop reads best in one piece
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--preset", default="base", choices=sorted(PRESETS))
