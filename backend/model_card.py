@@ -1,8 +1,9 @@
 """``dgemma_lsp.json`` in a checkpoint folder: what a checkpoint recommends about how it is served.
 
 Recognised keys: ``min_confidence`` (the suggestion gate, ``lsp/confidence.py``) and ``t_min`` / ``t_max`` (the
-completion temperature schedule). Each applies only where the user left the setting unset; anything else in the
-file (a ``why``) is for people. The embedded small model ships one; a folder without the file recommends nothing.
+completion temperature schedule). Each applies only where the user left the setting unset. ``measured`` (label ->
+text: the checkpoint's scores, with where they were measured) is what ``dgemma-lsp doctor`` prints about the model;
+anything else in the file (a ``why``) is for people. The embedded small model ships one; a folder without the file recommends nothing.
 
 A folder with a card also recommends its ``generation_config.json``'s ``max_denoising_steps`` as the completion
 step count (``denoising_steps``, where the user left the server default): the checkpoint's trainer knows how few
@@ -45,3 +46,15 @@ def read_card(model_dir: str | Path) -> dict[str, float]:
     if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
         out["denoising_steps"] = steps
     return out
+
+
+def read_measured(model_dir: str | Path) -> dict[str, str]:
+    """The card's ``measured`` scores (label -> text; {} without a card or with a malformed entry)."""
+    try:
+        card = json.loads((Path(model_dir) / MODEL_CARD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    measured = card.get("measured") if isinstance(card, dict) else None
+    if not isinstance(measured, dict):
+        return {}
+    return {str(k): str(v) for k, v in measured.items() if isinstance(v, str | int | float)}

@@ -295,8 +295,12 @@ async def _doctor(args: argparse.Namespace) -> int:
     if settings.backend == "transformers" and not settings.model:
         from .backend.defaults import default_model
 
-        _, label = default_model()
+        from .backend.model_card import read_measured
+
+        path, label = default_model()
         print(f"model         {label}")
+        for what, figure in read_measured(path).items():
+            print(f"  {what:<22}{figure}")
     elif settings.backend == "openai":
         from .backend.openai_backend import plain_http_host, redact_url
 

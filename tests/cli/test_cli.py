@@ -174,6 +174,23 @@ def test_doctor_without_loading(capsys):
     assert "model" in out
 
 
+def test_doctor_names_the_embedded_models_size_and_scores(capsys):
+    """What a newcomer should know before trusting a suggestion: which checkpoint, how big, how good (its card)."""
+    assert main(["doctor", "--no-load"]) == 0
+    out = capsys.readouterr().out
+    assert "  version               v10: 33.9 M parameters" in out
+    assert "  outside completions   " in out and "frozen outside set" in out
+
+
+def test_a_malformed_measured_entry_is_ignored(tmp_path: Path):
+    from dgemma_lsp.backend.model_card import read_measured
+
+    (tmp_path / "dgemma_lsp.json").write_text('{"measured": ["not", "a", "mapping"]}')
+    assert read_measured(tmp_path) == {}
+    (tmp_path / "dgemma_lsp.json").write_text('{"measured": {"exact": "4 of 100", "bad": {"x": 1}}}')
+    assert read_measured(tmp_path) == {"exact": "4 of 100"}
+
+
 def test_doctor_says_the_vllm_plugin_is_inactive_without_vllm(capsys):
     """This environment has no vLLM (a real absence, not a fake): doctor says the plugin is inactive and names the
     tested range, which is the one pyproject's ``[vllm]`` extra installs."""
@@ -258,7 +275,7 @@ def test_doctor_says_what_the_embedded_model_recommends():
     r = run_cli("doctor")
     assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
     out = r.stdout.decode()
-    assert "suggestions   withheld below confidence 0.25 (the model's own recommendation)" in out
+    assert "suggestions   withheld below confidence 0.50 (the model's own recommendation)" in out
     assert "temperature   0.30 (first step) -> 0.10 (last step) (the model's own recommendation)" in out
 
 
