@@ -294,7 +294,6 @@ async def _doctor(args: argparse.Namespace) -> int:
     print(f"backend       {settings.backend}")
     if settings.backend == "transformers" and not settings.model:
         from .backend.defaults import default_model
-
         from .backend.model_card import read_measured
 
         path, label = default_model()
