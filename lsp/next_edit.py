@@ -49,6 +49,7 @@ from .context import trim_prefix, trim_suffix
 from .diagnostics import normalize_language
 from .documents import Document
 from .edit_history import EditHistory, EditRecord
+from .outcome import Outcome, OutcomeBoard, classify
 from .postprocess import strip_special_tokens
 from .prompt import fence_for, language_name
 from .repair import apply_edits, minimal_edits, rewrite_check
@@ -370,12 +371,19 @@ async def suggest_once(
         "steps": req.max_denoising_steps,
         "history": hist,
     }
+    out.request["promptChars"] = sum(len(m.content) for m in messages)
     done: Done | None = None
     agen = generate(req)
     try:
-        async for ev in agen:
-            if isinstance(ev, Done):
-                done = ev
+        # the backend honours req.deadline; this guard catches one that hangs anyway
+        async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
+            async for ev in agen:
+                if isinstance(ev, Done):
+                    done = ev
+    except TimeoutError:
+        out.latency_ms = (time.monotonic() - t0) * 1000
+        out.reason = f"timed out after {s.request_timeout_s:g} s"
+        return out
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
@@ -434,7 +442,11 @@ class NextEditEngine:
         history: EditHistory,
         stats: Stats,
         log_fn: Callable[[int, str], None],
+        outcomes: OutcomeBoard | None = None,
+        not_ready: Callable[[], str] | None = None,
     ) -> None:
+        self.outcomes = outcomes
+        self._not_ready = not_ready
         self._settings = settings
         self._backend = backend
         self._generate = generate
@@ -456,21 +468,69 @@ class NextEditEngine:
         self.on_change(uri)
         self._jobs.pop(uri, None)
         self.history.forget(uri)
+        if self.outcomes is not None:
+            self.outcomes.forget(uri)
 
     async def suggest(self, doc: Document, line: int) -> Suggestion:
-        """Answer one request (never raises for bad input or a failing backend: the reason says what happened)."""
+        """Answer one request (never raises for bad input or a failing backend: the reason says what happened);
+        its outcome goes to the outcome board (``dgemma/outcome``)."""
+        result = await self._answer(doc, line)
+        if self.outcomes is not None:
+            self.outcomes.record(self._outcome(doc, result))
+        return result
+
+    def _outcome(self, doc: Document, sug: Suggestion) -> Outcome:
+        state = classify(sug.reason, offered=bool(sug.edits and sug.id))
+        req = sug.request
+        sent: dict[str, Any] = {}
+        if req:
+            region = req.get("region", "")
+            sent = {
+                "regionLines": region.count("\n") + 1 if region else 0,
+                "regionChars": len(region),
+                "promptChars": req.get("promptChars"),
+                "historyEdits": req.get("history", "").count("@@ "),
+                "canvasLength": req.get("canvasLength"),
+                "steps": req.get("steps"),
+            }
+        received: dict[str, Any] = {}
+        if sug.steps or sug.latency_ms:
+            received = {
+                "edits": len(sug.edits),
+                "changedChars": sum(len(e.new_text) + (e.end - e.start) for e in sug.edits),
+                "stepsRun": sug.steps,
+                "latencyMs": round(sug.latency_ms, 1),
+            }
+        backend = self._backend()
+        gate = threshold(self._settings(), backend) if backend is not None else None
+        return Outcome(
+            doc.uri,
+            "nextEdit",
+            state,
+            reason=sug.reason or "",
+            version=sug.version,
+            confidence=sug.confidence,
+            gate=gate,
+            sent=sent,
+            received=received,
+        )
+
+    async def _answer(self, doc: Document, line: int) -> Suggestion:
         s = self._settings()
         self.stats.inc("next_edit_requests")
         empty = Suggestion(doc.uri, doc.version, Region(0, 0, 0, 0, ""))
-        if not s.next_edit or not s.enabled_for(doc.language_id):
-            empty.reason = "next edits are off"
+        if not s.next_edit:
+            empty.reason = "next edits are off (setting nextEdit)"
+            return empty
+        if not s.enabled_for(doc.language_id):
+            empty.reason = f"disabled for {doc.language_id} (setting enable)"
             return empty
         if not 0 <= line < doc.index.line_count:
             empty.reason = f"line {line} is outside the document ({doc.index.line_count} lines)"
             return empty
         backend = self._backend()
         if backend is None:
-            empty.reason = "the model is not loaded"
+            empty.reason = self._not_ready() if self._not_ready is not None else "the model is not loaded"
             return empty
         previous = self._jobs.get(doc.uri)
         if previous is not None and not previous.superseded:
@@ -504,6 +564,9 @@ class NextEditEngine:
             job.supersede()
             raise
         except BackendError as exc:
+            if exc.kind == "timeout":
+                empty.reason = f"timed out after {s.request_timeout_s:g} s"
+                return empty
             self._log(logging.WARNING, f"next edit failed ({backend.name}): {exc}")
             empty.reason = f"the backend failed: {exc}"
             return empty
