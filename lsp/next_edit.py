@@ -49,6 +49,7 @@ from .context import trim_prefix, trim_suffix
 from .diagnostics import normalize_language
 from .documents import Document
 from .edit_history import EditHistory, EditRecord
+from .next_edit_sites import candidate_sites, pick_site_region
 from .outcome import Outcome, OutcomeBoard, classify
 from .postprocess import strip_special_tokens
 from .prompt import fence_for, language_name
@@ -94,6 +95,8 @@ MAX_CHANGED_FRACTION = 0.5  # at most this share of the region's lines may chang
 MIN_KEPT_FRACTION = 0.5  # a rewrite that drops more than half of the region is not a "next edit"
 CONTEXT_CHARS = 6000  # code shown on each side of the region before the token trim
 MAX_OFFERS = 32
+NEXT_EDIT_CANVAS_FACTOR = 2  # a next edit's canvas may be this many times canvas_length (its region grows to fit)
+UNRELATED_GATE_FACTOR = 2.0  # a change unlike the recent edits must be this much more confident than the gate
 PYTHON_CHECK_CHARS = 500_000  # parse checks above this size would stall the server: skipped
 
 
@@ -132,13 +135,21 @@ class Suggestion:
 def pick_region(doc: Document, line: int, *, lines: int, count_tokens: Callable[[str], int], max_tokens: int) -> Region:
     """``lines`` whole lines around ``line`` (a third above, the rest below), shrunk from the far ends until the
     region holds at most ``max_tokens`` tokens."""
-    idx = doc.index
-    n = idx.line_count
+    n = doc.index.line_count
     line = max(0, min(line, n - 1))
     above = max(0, lines // 3)
     first = max(0, line - above)
     last = min(n - 1, first + max(1, lines) - 1)
     first = max(0, min(first, last - max(1, lines) + 1))
+
+    return shrink(doc, first, last, line, count_tokens=count_tokens, max_tokens=max_tokens)
+
+
+def shrink(
+    doc: Document, first: int, last: int, line: int, *, count_tokens: Callable[[str], int], max_tokens: int
+) -> Region:
+    """Lines ``first..last``, shrunk from the end farther from ``line`` until they hold at most ``max_tokens``."""
+    idx = doc.index
 
     def make(a: int, b: int) -> Region:
         s, e = idx.line_start(a), idx.line_end(b)
@@ -330,8 +341,13 @@ async def suggest_once(
     s = settings
     text, version = doc.text, doc.version
     count = backend.count_tokens
-    cap = max(8, min(s.canvas_length, 4096))
-    region = pick_region(doc, line, lines=s.next_edit_lines, count_tokens=count, max_tokens=cap * 4 // 5)
+    cap = max(8, min(NEXT_EDIT_CANVAS_FACTOR * s.canvas_length, 4096))
+    recent = history.edits(doc.uri) if history is not None else []
+    sites = candidate_sites(doc, recent)
+    first, last = pick_site_region(
+        doc, line, sites, lines=s.next_edit_lines, count_tokens=count, max_tokens=cap * 4 // 5
+    )
+    region = shrink(doc, first, last, line, count_tokens=count, max_tokens=cap * 4 // 5)
     out = Suggestion(doc.uri, version, region)
     hist = history.render(doc.uri, count, s.edit_history_tokens) if history is not None else ""
     before, _ = trim_prefix(text[max(0, region.start - CONTEXT_CHARS) : region.start], s.max_prefix_tokens, count)
@@ -370,6 +386,7 @@ async def suggest_once(
         "pinned": list(req.pinned or ()),
         "steps": req.max_denoising_steps,
         "history": hist,
+        "sites": [{"line": x.line, "why": x.why} for x in sites if region.first_line <= x.line <= region.last_line][:8],
     }
     out.request["promptChars"] = sum(len(m.content) for m in messages)
     done: Done | None = None
@@ -396,12 +413,19 @@ async def suggest_once(
     out.confidence = confidence(done)
     out.new_region = clean_region(done.text, norm)
     edits, why = judge(text, region, out.new_region, doc.language_id)
-    if why is None and not related(text, edits, history.edits(doc.uri) if history is not None else []):
-        edits, why = [], "unrelated: the change repeats none of the recent edits"
     if why is None:
-        low = below(done, threshold(s, backend))
+        # a change that repeats the recent edits needs the gate's confidence; one unlike them twice as much
+        gate = threshold(s, backend)
+        if not related(text, edits, recent):
+            gate = min(1.0, UNRELATED_GATE_FACTOR * gate)
+        low = below(done, gate)
         if low is not None:
-            edits, why = [], f"low confidence ({low:.3g} < min_confidence {threshold(s, backend):.2f})"
+            kind = (
+                "low confidence"
+                if related(text, edits, recent)
+                else "low confidence for a change unlike the recent edits"
+            )
+            edits, why = [], f"{kind} ({low:.3g} < min_confidence {gate:.2f})"
     out.edits, out.reason = edits, why
     return out
 
@@ -624,12 +648,23 @@ class NextEditEngine:
         hi = min(len(text), lo + len(new_region))
         if text[lo:hi] != new_region:  # the client applied something else: search the whole document
             lo = hi = 0
+        elif sug.edits:  # search on from the last edited place, not from the region's end
+            shift = sum(len(e.new_text) - (e.end - e.start) for e in sug.edits)
+            lo, hi = min(e.start for e in sug.edits), max(e.end for e in sug.edits) + shift
         for w in words:
             pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])")
             m = pat.search(text, hi) or next((x for x in pat.finditer(text, 0, lo)), None)
             if m is not None:
                 line, ch = doc.position(m.start())
                 return {"line": line, "character": ch}
+        # no old word left: the next candidate site (a call of a changed def, the old form of a line) below, then above
+        last = doc.position(hi)[0] if hi else -1
+        sites = sorted({x.line for x in candidate_sites(doc, self.history.edits(doc.uri))})
+        after = [x for x in sites if x > last] or [x for x in sites if x < doc.position(lo)[0]]
+        if after:
+            line = after[0]
+            indent = len(doc.index.line(line)) - len(doc.index.line(line).lstrip())
+            return {"line": line, "character": indent}
         return None
 
 

@@ -10,9 +10,10 @@ on the server object before it starts, so that nothing test-only ships in the pa
   generations fail that way) and ``dgemma.test.scriptNextEdit TEXT...`` (queue answer texts for next-edit
   requests; or at start, ``DGEMMA_LSP_SCRIPT_NEXT_EDIT``, a JSON list: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
   test checks what the server does with a known answer instead of with a random-weight model's noise);
-  ``dgemma.test.scriptNextEditTarget {uri, text}`` (the document as it should read after the next edit: the next
-  next-edit answer for ``uri`` is each region of its prompt with those of the target's changes that lie wholly
-  inside it, the right answer for whatever region the server chose; bench/next_edit_real.py's ceiling).
+  ``dgemma.test.scriptNextEditTarget {uri, text, confidence?}`` (the document as it should read after the next
+  edit: the next next-edit answer for ``uri`` is its prompt's region with those of the target's changes that lie
+  wholly inside it, the right answer for whatever region the server chose, reported with ``confidence`` when
+  given; bench/next_edit_real.py's ceiling).
 
 Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-end tests that script next edits.
 """
@@ -26,6 +27,7 @@ import os
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidRequest
@@ -59,7 +61,10 @@ class TestingBackend:
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, inner: Backend, scripted: deque[str], answer: Callable[[CanvasRequest], str | None] | None = None
+        self,
+        inner: Backend,
+        scripted: deque[str],
+        answer: Callable[[CanvasRequest], tuple[str, float | None] | None] | None = None,
     ) -> None:
         self.inner = inner
         self.name = inner.name
@@ -102,8 +107,10 @@ class TestingBackend:
             if isinstance(ev, Done) and request.tag == NEXT_EDIT_TAG:
                 if self.scripted:
                     ev = Done(self.scripted.popleft(), ev.stats)
-                elif self.answer is not None and (text := self.answer(request)) is not None:
-                    ev = Done(text, ev.stats)
+                elif self.answer is not None and (got := self.answer(request)) is not None:
+                    text, conf = got
+                    stats = ev.stats if conf is None else replace(ev.stats, extra=dict(ev.stats.extra, confidence=conf))
+                    ev = Done(text, stats)
             yield ev
 
     def count_tokens(self, text: str) -> int:
@@ -127,15 +134,15 @@ def install(server: Any) -> None:
     if not (isinstance(queued, list) and all(isinstance(t, str) for t in queued)):
         raise SystemExit(f"{SCRIPT_ENV} must be a JSON list of strings")
     scripted.extend(queued)
-    targets: dict[str, str] = {}  # uri -> the document after the next edit (one answer each)
+    targets: dict[str, tuple[str, float | None]] = {}  # uri -> the document after the next edit, its confidence
 
-    def answer(request: CanvasRequest) -> str | None:
-        for uri, want in list(targets.items()):
+    def answer(request: CanvasRequest) -> tuple[str, float | None] | None:
+        for uri, (want, conf) in list(targets.items()):
             doc = server.docs.get(uri)
             got = target_answer(request, doc.text, want) if doc is not None else None
             if got is not None:
                 del targets[uri]
-                return got
+                return got, conf
         return None
 
     create = server.backend_mgr.create
@@ -160,7 +167,8 @@ def install(server: Any) -> None:
         value = plain(arg(args)) or {}
         if not (isinstance(value.get("uri"), str) and isinstance(value.get("text"), str)):
             raise JsonRpcInvalidRequest(f"{TARGET_COMMAND} needs {{uri, text}}")
-        targets[value["uri"]] = value["text"]
+        conf = value.get("confidence")
+        targets[value["uri"]] = (value["text"], float(conf) if isinstance(conf, int | float) else None)
         return {"targets": len(targets)}
 
 

@@ -57,7 +57,7 @@ H.run(function()
   local want = vim.deepcopy(SOURCE)
   want[1] = 'def area(radius):'
   want[2] = '    return 3.14 * radius * radius'
-  command('dgemma.test.scriptNextEdit', table.concat(want, '\n'))
+  command('dgemma.test.scriptNextEdit', table.concat(want, '\n') .. '\n')
   api.nvim_win_set_cursor(0, { 1, 9 })
   local r = ask()
   o = dgemma.outcome(buf)
@@ -72,7 +72,7 @@ H.run(function()
 
   -- 3. shown: the user sets minConfidence = 0 -----------------------------------------------------------------
   client:notify('workspace/didChangeConfiguration', { settings = { dgemma = { minConfidence = 0 } } })
-  command('dgemma.test.scriptNextEdit', table.concat(want, '\n'))
+  command('dgemma.test.scriptNextEdit', table.concat(want, '\n') .. '\n')
   ask()
   H.check('shown: drawn', #ne.marks(buf) > 0)
   H.check('shown: statusline', dgemma.statusline() == 'dgemma: shown', dgemma.statusline())
