@@ -19,6 +19,7 @@ from .edit_history import EditRecord
 
 __all__ = ["Site", "candidate_sites", "pick_site_region", "MAX_SITE_DISTANCE"]
 
+MAX_GROWTH = 3  # the region grows up to this many times next_edit_lines while it fits the canvas
 MAX_SITE_DISTANCE = 400  # lines from the cursor a site may be
 SIMILAR = 0.75  # a line this similar (difflib ratio) to a line the edit changed has the same shape
 MAX_SIMILAR_SCAN = 5000  # lines compared for shape (a longer document: the nearest ones)
@@ -133,7 +134,7 @@ def pick_site_region(
     count_tokens: Callable[[str], int],
     max_tokens: int,
 ) -> tuple[int, int]:
-    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to twice as
+    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to three times as
     many) placed to hold the most sites within :data:`MAX_SITE_DISTANCE` of ``cursor``, nearest first; with none,
     around the cursor (a quarter above)."""
     n = doc.index.line_count
@@ -152,7 +153,7 @@ def pick_site_region(
         last = min(n - 1, first + size - 1)
         return max(0, min(first, last - size + 1)), last
 
-    while size < 2 * lines and size < n:  # grow the window while it fits the canvas
+    while size < MAX_GROWTH * lines and size < n:  # grow the window while it fits the canvas
         a, b = place(size + 1)
         if count_tokens(doc.text[doc.index.line_start(a) : doc.index.line_end(b)]) > max_tokens:
             break
