@@ -217,10 +217,10 @@ async def test_invalid_json_is_never_offered(lsp):
     assert res["reason"] is None and json.loads(apply(doc, res["edits"]))["health"].endswith(":8081/health")
 
 
-async def test_a_change_unlike_the_recent_edits_needs_twice_the_gates_confidence(lsp):
-    """The model's own idea (here: a valid, small change nobody asked for) is offered only when the model is twice
-    as sure as the gate in force asks; a change that repeats the recent edits passes at the gate itself."""
-    await configure(lsp, canvasLength=192, minConfidence=0.4)
+async def test_a_change_unlike_the_recent_edits_needs_four_times_the_gates_confidence(lsp):
+    """The model's own idea (here: a valid, small change nobody asked for) is offered only when the model is
+    four times as sure as the gate in force asks; a change that repeats the recent edits passes at the gate itself."""
+    await configure(lsp, canvasLength=192, minConfidence=0.2)
     try:
         uri = "file:///ne/unrelated.py"
         text = await rename_def(lsp, uri)
