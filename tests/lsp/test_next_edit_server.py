@@ -322,3 +322,22 @@ async def test_the_region_goes_where_the_change_continues_and_the_jump_to_the_ne
         )
     out = plain(await execute(lsp, res["command"]["command"], *res["command"]["arguments"]))
     assert out["accepted"] is True and out["jump"] is not None and out["jump"]["line"] == calls[1], (out, calls)
+
+
+async def test_a_hung_backend_times_out_and_the_outcome_says_so(lsp):
+    """A generation that never ends: the answer comes after requestTimeoutS (plus a grace), empty, and the
+    document's outcome (``dgemma.explain``) is ``timeout``, not a silent nothing."""
+    await configure(lsp, canvasLength=192, requestTimeoutS=1)
+    try:
+        uri = "file:///ne/hang.py"
+        open_doc(lsp, uri, CIRCLE)
+        await execute(lsp, "dgemma.test.setFault", {"mode": "hang", "count": 1})
+        t0 = time.monotonic()
+        res = await next_edit(lsp, uri, 4)
+        assert res["edits"] == [] and res["reason"] == "timed out after 1 s", res["reason"]
+        assert time.monotonic() - t0 < 10
+        explained = plain(await execute(lsp, "dgemma.explain", uri))
+        assert explained["outcomes"]["nextEdit"]["state"] == "timeout", explained
+        assert (await status(lsp))["backend"]["state"] == "ready"
+    finally:
+        await configure(lsp, canvasLength=192)
