@@ -191,3 +191,29 @@ def test_seed_layout_toy_runs() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[1:4] == ["smoke", "3", "48"] and "/" in cells[4] and "/" in cells[5]
         assert int(cells[4].split("/")[1].split()[0]) + int(cells[5].split("/")[1].split()[0]) == 50  # every case
+
+
+def test_next_edit_real_runs_the_frozen_cases_and_its_manifest_names_each_licence(tiny_checkpoint: Path) -> None:
+    """The frozen real-history set loads, every package of it is in the manifest with a licence, none is reserved;
+    a few cases run through the real server with the right answer scripted (the ceiling) and are reported per kind."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from next_edit_real_cases import RESERVED, load
+
+    files, cases = load()
+    manifest = (ROOT / "fixtures" / "next_edit_real" / "MANIFEST.md").read_text()
+    assert len(cases) >= 300 and {c["file"] for c in cases} <= set(files)
+    for pkg in {c["package"] for c in cases}:
+        assert f"| {pkg} |" in manifest and pkg.lower() not in RESERVED
+    stdout = run_report(
+        "bench/next_edit_real.py",
+        "--mode",
+        "ceiling",
+        "--split",
+        "held",
+        "--limit",
+        "4",
+        "--model",
+        str(tiny_checkpoint),
+    )
+    assert "held (4 cases)" in stdout and ("| all changes |" in stdout or "| none |" in stdout), stdout
+    assert "latency per request" in stdout
