@@ -32,7 +32,7 @@ COPILOT = "textDocument/copilotInlineEdit"
 SUFFIXES = ("value", "item", "data", "ref")
 BELOW = 7  # lines below the site that must hold the name's other uses (the region: a third above, the rest below)
 REQUEST_TIMEOUT_S = 120
-FAILED = ("the backend failed", "failed:", "the model is not loaded")  # lsp/next_edit.py's reasons for a failure
+FAILED = ("the backend failed", "failed:", "the model is still loading", "timed out")  # lsp/next_edit.py's reasons for a failure
 
 
 @dataclass

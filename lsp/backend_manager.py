@@ -111,11 +111,27 @@ class BackendManager:
         self.server = server
         self.create = create
         self.backend: Backend | None = None
-        self.state = "idle"
+        self.listeners: list[Callable[[str], None]] = []  # told (soon after) each change of ``state``
+        self._state = "idle"
         self.error = ""
         self._gen = 0
         self._task: asyncio.Task | None = None
         self._ready: asyncio.Event | None = None
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        changed, self._state = value != self._state, value
+        if changed and self.listeners:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            for fn in self.listeners:  # after the caller has set ``error`` too
+                loop.call_soon(fn, value)
 
     # -- what features ask ----------------------------------------------------------------------------------
 

@@ -131,6 +131,8 @@ class CompletionEngine:
         self._history = history  # the document's recent edits as prompt text (lsp/edit_history.py)
         self._refuse = refuse  # True for a secret file: nothing of it may reach a model (lsp/exclusion.py)
         self._last_not_ready: tuple[str, float] = ("", 0.0)
+        # uri -> how its last generation ended (outcome, confidence when withheld, gate): lsp/outcome.py reads it
+        self.last_generation: dict[str, tuple[str, float | None, float]] = {}
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
         self._sem: asyncio.Semaphore | None = None
@@ -151,6 +153,7 @@ class CompletionEngine:
         self.on_change(uri)
         self._docs.pop(uri, None)
         self.debounce.forget(uri)
+        self.last_generation.pop(uri, None)
 
     def clear_cache(self) -> None:
         """Forget cached answers (settings or backend changed). What is on screen stays valid for typing-through."""
@@ -359,6 +362,7 @@ class CompletionEngine:
             agen = backend.generate(req)
             committed: list[str] = []
             last_sent = None
+            low: float | None = None
             try:
                 # the backend honours req.deadline; this guard catches one that hangs anyway
                 async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
@@ -424,6 +428,7 @@ class CompletionEngine:
 
                 def end() -> None:
                     self.stats.generation_ended(doc.uri, outcome)
+                    self.last_generation[doc.uri] = (outcome, low if outcome == "withheld" else None, gate)
                     if stream:
                         final = clean(final_text) if outcome == "completed" else ""
                         self._canvas(base, final, "committed", len(committed), 0, True, outcome=outcome)

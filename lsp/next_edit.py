@@ -49,6 +49,8 @@ from .context import trim_prefix, trim_suffix
 from .diagnostics import normalize_language
 from .documents import Document
 from .edit_history import EditHistory, EditRecord
+from .next_edit_sites import candidate_sites, pick_site_region
+from .outcome import Outcome, OutcomeBoard, classify
 from .postprocess import strip_special_tokens
 from .prompt import fence_for, language_name
 from .repair import apply_edits, minimal_edits, rewrite_check
@@ -93,6 +95,10 @@ MAX_CHANGED_FRACTION = 0.5  # at most this share of the region's lines may chang
 MIN_KEPT_FRACTION = 0.5  # a rewrite that drops more than half of the region is not a "next edit"
 CONTEXT_CHARS = 6000  # code shown on each side of the region before the token trim
 MAX_OFFERS = 32
+NEXT_EDIT_CANVAS_FACTOR = 2  # a next edit's canvas may be this many times canvas_length (its region grows to fit)
+# a change unlike the recent edits must be this much more confident than the gate: the embedded small model's wrong
+# changes of that kind came at 0.90-0.93 on the real-history set (gate 0.25), so 4x (1.0) keeps them out
+UNRELATED_GATE_FACTOR = 4.0
 PYTHON_CHECK_CHARS = 500_000  # parse checks above this size would stall the server: skipped
 
 
@@ -131,13 +137,21 @@ class Suggestion:
 def pick_region(doc: Document, line: int, *, lines: int, count_tokens: Callable[[str], int], max_tokens: int) -> Region:
     """``lines`` whole lines around ``line`` (a third above, the rest below), shrunk from the far ends until the
     region holds at most ``max_tokens`` tokens."""
-    idx = doc.index
-    n = idx.line_count
+    n = doc.index.line_count
     line = max(0, min(line, n - 1))
     above = max(0, lines // 3)
     first = max(0, line - above)
     last = min(n - 1, first + max(1, lines) - 1)
     first = max(0, min(first, last - max(1, lines) + 1))
+
+    return shrink(doc, first, last, line, count_tokens=count_tokens, max_tokens=max_tokens)
+
+
+def shrink(
+    doc: Document, first: int, last: int, line: int, *, count_tokens: Callable[[str], int], max_tokens: int
+) -> Region:
+    """Lines ``first..last``, shrunk from the end farther from ``line`` until they hold at most ``max_tokens``."""
+    idx = doc.index
 
     def make(a: int, b: int) -> Region:
         s, e = idx.line_start(a), idx.line_end(b)
@@ -329,8 +343,13 @@ async def suggest_once(
     s = settings
     text, version = doc.text, doc.version
     count = backend.count_tokens
-    cap = max(8, min(s.canvas_length, 4096))
-    region = pick_region(doc, line, lines=s.next_edit_lines, count_tokens=count, max_tokens=cap * 4 // 5)
+    cap = max(8, min(NEXT_EDIT_CANVAS_FACTOR * s.canvas_length, 4096))
+    recent = history.edits(doc.uri) if history is not None else []
+    sites = candidate_sites(doc, recent)
+    first, last = pick_site_region(
+        doc, line, sites, lines=s.next_edit_lines, count_tokens=count, max_tokens=cap * 4 // 5
+    )
+    region = shrink(doc, first, last, line, count_tokens=count, max_tokens=cap * 4 // 5)
     out = Suggestion(doc.uri, version, region)
     hist = history.render(doc.uri, count, s.edit_history_tokens) if history is not None else ""
     before, _ = trim_prefix(text[max(0, region.start - CONTEXT_CHARS) : region.start], s.max_prefix_tokens, count)
@@ -369,13 +388,21 @@ async def suggest_once(
         "pinned": list(req.pinned or ()),
         "steps": req.max_denoising_steps,
         "history": hist,
+        "sites": [{"line": x.line, "why": x.why} for x in sites if region.first_line <= x.line <= region.last_line][:8],
     }
+    out.request["promptChars"] = sum(len(m.content) for m in messages)
     done: Done | None = None
     agen = generate(req)
     try:
-        async for ev in agen:
-            if isinstance(ev, Done):
-                done = ev
+        # the backend honours req.deadline; this guard catches one that hangs anyway
+        async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
+            async for ev in agen:
+                if isinstance(ev, Done):
+                    done = ev
+    except TimeoutError:
+        out.latency_ms = (time.monotonic() - t0) * 1000
+        out.reason = f"timed out after {s.request_timeout_s:g} s"
+        return out
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
@@ -388,12 +415,19 @@ async def suggest_once(
     out.confidence = confidence(done)
     out.new_region = clean_region(done.text, norm)
     edits, why = judge(text, region, out.new_region, doc.language_id)
-    if why is None and not related(text, edits, history.edits(doc.uri) if history is not None else []):
-        edits, why = [], "unrelated: the change repeats none of the recent edits"
     if why is None:
-        low = below(done, threshold(s, backend))
+        # a change that repeats the recent edits needs the gate's confidence; one unlike them four times as much
+        gate = threshold(s, backend)
+        if not related(text, edits, recent):
+            gate = min(1.0, UNRELATED_GATE_FACTOR * gate)
+        low = below(done, gate)
         if low is not None:
-            edits, why = [], f"low confidence ({low:.3g} < min_confidence {threshold(s, backend):.2f})"
+            kind = (
+                "low confidence"
+                if related(text, edits, recent)
+                else "low confidence for a change unlike the recent edits"
+            )
+            edits, why = [], f"{kind} ({low:.3g} < min_confidence {gate:.2f})"
     out.edits, out.reason = edits, why
     return out
 
@@ -435,7 +469,11 @@ class NextEditEngine:
         stats: Stats,
         log_fn: Callable[[int, str], None],
         refuse: Callable[[Document, str], bool] | None = None,
+        outcomes: OutcomeBoard | None = None,
+        not_ready: Callable[[], str] | None = None,
     ) -> None:
+        self.outcomes = outcomes
+        self._not_ready = not_ready
         self._settings = settings
         self._refuse = refuse  # True for a secret file: nothing of it may reach a model (lsp/exclusion.py)
         self._backend = backend
@@ -458,14 +496,62 @@ class NextEditEngine:
         self.on_change(uri)
         self._jobs.pop(uri, None)
         self.history.forget(uri)
+        if self.outcomes is not None:
+            self.outcomes.forget(uri)
 
     async def suggest(self, doc: Document, line: int) -> Suggestion:
-        """Answer one request (never raises for bad input or a failing backend: the reason says what happened)."""
+        """Answer one request (never raises for bad input or a failing backend: the reason says what happened);
+        its outcome goes to the outcome board (``dgemma/outcome``)."""
+        result = await self._answer(doc, line)
+        if self.outcomes is not None:
+            self.outcomes.record(self._outcome(doc, result))
+        return result
+
+    def _outcome(self, doc: Document, sug: Suggestion) -> Outcome:
+        state = classify(sug.reason, offered=bool(sug.edits and sug.id))
+        req = sug.request
+        sent: dict[str, Any] = {}
+        if req:
+            region = req.get("region", "")
+            sent = {
+                "regionLines": region.count("\n") + 1 if region else 0,
+                "regionChars": len(region),
+                "promptChars": req.get("promptChars"),
+                "historyEdits": req.get("history", "").count("@@ "),
+                "canvasLength": req.get("canvasLength"),
+                "steps": req.get("steps"),
+            }
+        received: dict[str, Any] = {}
+        if sug.steps or sug.latency_ms:
+            received = {
+                "edits": len(sug.edits),
+                "changedChars": sum(len(e.new_text) + (e.end - e.start) for e in sug.edits),
+                "stepsRun": sug.steps,
+                "latencyMs": round(sug.latency_ms, 1),
+            }
+        backend = self._backend()
+        gate = threshold(self._settings(), backend) if backend is not None else None
+        return Outcome(
+            doc.uri,
+            "nextEdit",
+            state,
+            reason=sug.reason or "",
+            version=sug.version,
+            confidence=sug.confidence,
+            gate=gate,
+            sent=sent,
+            received=received,
+        )
+
+    async def _answer(self, doc: Document, line: int) -> Suggestion:
         s = self._settings()
         self.stats.inc("next_edit_requests")
         empty = Suggestion(doc.uri, doc.version, Region(0, 0, 0, 0, ""))
-        if not s.next_edit or not s.enabled_for(doc.language_id):
-            empty.reason = "next edits are off"
+        if not s.next_edit:
+            empty.reason = "next edits are off (setting nextEdit)"
+            return empty
+        if not s.enabled_for(doc.language_id):
+            empty.reason = f"disabled for {doc.language_id} (setting enable)"
             return empty
         if self._refuse is not None and self._refuse(doc, "next edit"):
             empty.reason = f"nothing is sent to the model for this file: {doc.excluded}"
@@ -475,7 +561,7 @@ class NextEditEngine:
             return empty
         backend = self._backend()
         if backend is None:
-            empty.reason = "the model is not loaded"
+            empty.reason = self._not_ready() if self._not_ready is not None else "the model is not loaded"
             return empty
         previous = self._jobs.get(doc.uri)
         if previous is not None and not previous.superseded:
@@ -509,6 +595,9 @@ class NextEditEngine:
             job.supersede()
             raise
         except BackendError as exc:
+            if exc.kind == "timeout":
+                empty.reason = f"timed out after {s.request_timeout_s:g} s"
+                return empty
             self._log(logging.WARNING, f"next edit failed ({backend.name}): {exc}")
             empty.reason = f"the backend failed: {exc}"
             return empty
@@ -566,12 +655,23 @@ class NextEditEngine:
         hi = min(len(text), lo + len(new_region))
         if text[lo:hi] != new_region:  # the client applied something else: search the whole document
             lo = hi = 0
+        elif sug.edits:  # search on from the last edited place, not from the region's end
+            shift = sum(len(e.new_text) - (e.end - e.start) for e in sug.edits)
+            lo, hi = min(e.start for e in sug.edits), max(e.end for e in sug.edits) + shift
         for w in words:
             pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(w)}(?![A-Za-z0-9_])")
             m = pat.search(text, hi) or next((x for x in pat.finditer(text, 0, lo)), None)
             if m is not None:
                 line, ch = doc.position(m.start())
                 return {"line": line, "character": ch}
+        # no old word left: the next candidate site (a call of a changed def, the old form of a line) below, then above
+        last = doc.position(hi)[0] if hi else -1
+        sites = sorted({x.line for x in candidate_sites(doc, self.history.edits(doc.uri))})
+        after = [x for x in sites if x > last] or [x for x in sites if x < doc.position(lo)[0]]
+        if after:
+            line = after[0]
+            indent = len(doc.index.line(line)) - len(doc.index.line(line).lstrip())
+            return {"line": line, "character": indent}
         return None
 
 

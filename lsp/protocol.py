@@ -8,7 +8,7 @@ from typing import Any
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import JsonRPCNotification, LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 __all__ = ["DGemmaProtocol"]
@@ -31,11 +31,18 @@ def _why(exc: BaseException) -> str:
 
 
 class DGemmaProtocol(LanguageServerProtocol):
-    """pygls' protocol with two changes: malformed params get an InvalidParams *response* (pygls would only
-    log and leave the request unanswered), and open/change/close skip pygls' own workspace (its
+    """pygls' protocol with three changes: malformed params get an InvalidParams *response* (pygls would only
+    log and leave the request unanswered), ``workspace/executeCommand`` sent as a notification runs, and open/change/close skip pygls' own workspace (its
     whole-document line splitting per keystroke); the server keeps its own incremental store."""
 
     def structure_message(self, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("method") == types.WORKSPACE_EXECUTE_COMMAND and "id" not in data:
+            # copilot.el runs a next edit's command as a notification (copilot-nes.el): run it, answer nothing
+            try:
+                params = self._converter.structure(data.get("params"), types.ExecuteCommandParams)
+                return JsonRPCNotification(method=data["method"], params=params, jsonrpc="2.0")
+            except Exception:
+                pass  # malformed: reported below like any other
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:

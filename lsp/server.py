@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,8 @@ from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp.config import ConfigError, Settings
 
-from . import client_log, code_actions
+from . import client_log, code_actions, outcome
+from . import copilot_family as cf
 from . import next_edit as ne
 from .backend_manager import BackendManager
 from .code_actions import CODE_ACTION_KINDS
@@ -62,7 +64,16 @@ CMD_STATUS = "dgemma.status"
 CMD_ACCEPT = ACCEPT_COMMAND
 CMD_FIX = "dgemma.fixStructure"
 CMD_RESTART = "dgemma.restartBackend"
-COMMANDS = (CMD_TRIGGER, CMD_STATUS, CMD_ACCEPT, CMD_FIX, CMD_RESTART, ne.ACCEPT_COMMAND, ne.REJECT_COMMAND)
+COMMANDS = (
+    CMD_TRIGGER,
+    CMD_STATUS,
+    CMD_ACCEPT,
+    CMD_FIX,
+    CMD_RESTART,
+    ne.ACCEPT_COMMAND,
+    ne.REJECT_COMMAND,
+    outcome.EXPLAIN_COMMAND,
+)
 
 
 class DGemmaServer(LanguageServer):
@@ -95,6 +106,9 @@ class DGemmaServer(LanguageServer):
             history=lambda doc, count: self.history.render(doc.uri, count, self.settings.edit_history_tokens),
             refuse=self.exclusion.refuse,
         )
+        self.outcomes = outcome.OutcomeBoard(self._notify)  # why nothing is shown (lsp/outcome.py)
+        self.copilot = cf.CopilotStatus(self._notify)  # didChangeStatus for Copilot-family clients
+        self.backend_mgr.listeners.append(lambda state: self.copilot.backend(state, self.backend_mgr.error))
         self.next_edit = ne.NextEditEngine(
             settings=lambda: self.settings,
             backend=self.backend_mgr.ready_backend,
@@ -104,6 +118,8 @@ class DGemmaServer(LanguageServer):
             stats=self.stats,
             log_fn=self.log_line,
             refuse=self.exclusion.refuse,
+            outcomes=self.outcomes,
+            not_ready=self.backend_mgr.not_ready_reason,
         )
         self.exclusion.refresh(settings.exclude_files)
         self.diagnostics = DiagnosticsScheduler(self)
@@ -252,6 +268,7 @@ def initialize(ls: DGemmaServer, params: types.InitializeParams) -> None:
     if params.initialization_options is not None:
         ls.apply_settings(init_options=params.initialization_options, source="initializationOptions")
     ls.exclusion.refresh(ls.settings.exclude_files)  # with the folders' .dgemmaignore files
+    ls.copilot.active = cf.speaks_copilot(_plain(params.initialization_options))
 
 
 @_feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -350,6 +367,7 @@ def did_close(ls: DGemmaServer, params: types.DidCloseTextDocumentParams) -> Non
     ls.exclusion.forget(uri)
     ls.completion.on_close(uri)
     ls.next_edit.on_close(uri)
+    ls.outcomes.forget(uri)
     ls.diagnostics.on_close(uri)
 
 
@@ -363,13 +381,30 @@ async def inline_completion(ls: DGemmaServer, params: types.InlineCompletionPara
         ls.log_line(logging.WARNING, f"inline completion for a document that is not open: {params.text_document.uri}")
         return []
     invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    t0 = time.monotonic()
+    ls.completion.last_generation.pop(doc.uri, None)
     try:
         selected = params.context.selected_completion_info if params.context else None
         if selected is not None and selected.text:
-            return await complete_after_selection(ls, doc, selected, invoked)
-        return await ls.completion.complete(
-            doc, params.position.line, params.position.character, invoked=invoked, request_id=ls.protocol.msg_id
+            items = await complete_after_selection(ls, doc, selected, invoked)
+        else:
+            items = await ls.completion.complete(
+                doc, params.position.line, params.position.character, invoked=invoked, request_id=ls.protocol.msg_id
+            )
+        s = ls.settings
+        ls.outcomes.record(
+            outcome.completion_outcome(
+                doc.uri,
+                doc.version,
+                len(items),
+                enabled=s.inline_completion and s.enabled_for(doc.language_id),
+                backend_state=ls.backend_mgr.state,
+                backend_error=ls.backend_mgr.error,
+                generation=ls.completion.last_generation.get(doc.uri),
+                latency_ms=(time.monotonic() - t0) * 1000,
+            )
         )
+        return items
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the server survives; the next request works
@@ -402,7 +437,11 @@ async def _next_edit(ls: DGemmaServer, params: Any, shape: Callable[[Document, A
     doc = ls.docs.get(uri)
     if doc is None:
         raise JsonRpcInvalidParams(f"{uri} is not open")
-    return shape(doc, await ls.next_edit.suggest(doc, line))
+    ls.copilot.request(True)
+    try:
+        return shape(doc, await ls.next_edit.suggest(doc, line))
+    finally:
+        ls.copilot.request(False)
 
 
 @_feature(ne.NEXT_EDIT_METHOD)
@@ -412,12 +451,27 @@ async def next_edit(ls: DGemmaServer, params: Any) -> dict[str, Any]:
 
 @_feature(ne.COPILOT_INLINE_EDIT_METHOD)
 async def copilot_inline_edit(ls: DGemmaServer, params: Any) -> dict[str, Any]:
+    ls.copilot.activate()
     return await _next_edit(ls, params, ne.to_copilot)
 
 
-@_feature(ne.COPILOT_DID_SHOW)
+@_feature(cf.DID_SHOW_INLINE_EDIT)
 def did_show_inline_edit(ls: DGemmaServer, params: Any) -> None:
+    ls.copilot.activate()
     ls.stats.inc("next_edit_shown")
+
+
+@_feature(cf.REPORT_CACHED_INLINE_EDIT)
+def report_cached_inline_edit(ls: DGemmaServer, params: Any) -> None:
+    cf.count_cached_report(_plain(params), ls.stats)
+
+
+@_feature(cf.DID_FOCUS)
+def did_focus(ls: DGemmaServer, params: Any) -> None:
+    ls.copilot.activate()  # copilot-lsp and sidekick.nvim send it on entering a buffer
+    uri = _uri_of(_plain(params))
+    if uri and ls.docs.get(uri) is not None:
+        ls.docs.touch(uri)
 
 
 @_command(ne.ACCEPT_COMMAND)
@@ -472,6 +526,21 @@ def cmd_status(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
     if isinstance(value, dict) and value.get("resetPeaks"):
         ls.stats.reset_peaks()  # after the snapshot: the next status shows peaks since this call
     return result
+
+
+@_command(outcome.EXPLAIN_COMMAND)
+def cmd_explain(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
+    uri = _uri_of(_plain(_arg(args)))
+    if not uri:
+        raise JsonRpcInvalidParams(f"{outcome.EXPLAIN_COMMAND} needs [{{uri}}] or [uri]")
+    last = ls.outcomes.get(uri)
+    return {
+        "uri": uri,
+        "open": ls.docs.get(uri) is not None,
+        "gate": status(ls)["gate"],
+        "outcomes": {f: o.to_json() for f, o in last.items()},
+        "text": outcome.explain(last),
+    }
 
 
 @_command(CMD_ACCEPT)

@@ -70,7 +70,11 @@ def extract(obj: Any) -> dict[str, Any]:
         return inner
     if SECTION in obj:  # {"dgemma": null}
         return {}
-    return obj
+    return {k: v for k, v in obj.items() if k not in COPILOT_KEYS}
+
+
+# what Copilot-family clients send for Copilot's own server (lsp/copilot_family.py): not ours, not "unknown"
+COPILOT_KEYS = frozenset({"editorInfo", "editorPluginInfo", "nextEditSuggestions", "networkProxy", "telemetry"})
 
 
 class SettingsManager:

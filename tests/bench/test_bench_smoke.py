@@ -180,6 +180,8 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
     assert "equal to the seed's (the region) from it on" in changes and changes.endswith("(1.00)")
     kept = next(line for line in out.splitlines() if line.startswith("same token count: 1 cases"))
     assert "(1.00); equal to the seed's" in kept  # the right answer: every token after the first edit is the target's
+
+
 def test_cpu_keystroke_runs(tmp_path: Path) -> None:
     """Quiet and with one busy process beside it, on the tiny checkpoint: a row per pass, the cache's share."""
     from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
@@ -191,3 +193,29 @@ def test_cpu_keystroke_runs(tmp_path: Path) -> None:
     assert len(rows) == 2 and "keystroke -> final" in out, out
     assert all("bfloat16" in r or "float32" in r for r in rows)  # the backend's own report reached the table
     assert "The backend alone" in out
+
+
+def test_next_edit_real_runs_the_frozen_cases_and_its_manifest_names_each_licence(tiny_checkpoint: Path) -> None:
+    """The frozen real-history set loads, every package of it is in the manifest with a licence, none is reserved;
+    a few cases run through the real server with the right answer scripted (the ceiling) and are reported per kind."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from next_edit_real_cases import RESERVED, load
+
+    files, cases = load()
+    manifest = (ROOT / "fixtures" / "next_edit_real" / "MANIFEST.md").read_text()
+    assert len(cases) >= 300 and {c["file"] for c in cases} <= set(files)
+    for pkg in {c["package"] for c in cases}:
+        assert f"| {pkg} |" in manifest and pkg.lower() not in RESERVED
+    stdout = run_report(
+        "bench/next_edit_real.py",
+        "--mode",
+        "ceiling",
+        "--split",
+        "held",
+        "--limit",
+        "4",
+        "--model",
+        str(tiny_checkpoint),
+    )
+    assert "held (4 cases)" in stdout and ("| all changes |" in stdout or "| none |" in stdout), stdout
+    assert "latency per request" in stdout

@@ -51,7 +51,7 @@ def test_code_server_ghost_text_tab_and_quick_fix(tiny_checkpoint: Path, tmp_pat
         "DGEMMA_LSP_TESTING_CMD": json.dumps([str(wrapper), *launcher[2:]]),
         "DGEMMA_E2E_ARTIFACTS": str(tmp_path / "artifacts"),
     }
-    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=660, cwd=VSCODE_DIR)
+    proc = run([node(), "--test", "out/test/e2e/"], env=env, timeout=900, cwd=VSCODE_DIR)
     server_log = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     assert proc.returncode == 0, (
         proc.stdout[-8000:]

@@ -123,3 +123,23 @@ def test_nvim012_reads_no_project_local_config(tiny_checkpoint: Path, tmp_path: 
         "no project file's program ran",
     ):
         assert data["checks"][name]["ok"], name
+
+
+def test_nvim012_why_nothing_is_shown_loading_withheld_shown_disabled(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    # through the test-only launcher: its dgemma.test.scriptNextEdit command gives the answers' text
+    data = nvim_test(nvim012(), "test_outcome012.lua", tiny_checkpoint, tmp_path, launcher=True)
+    checks = data["checks"]
+    for name in (
+        "loading: the answer says the model is loading",
+        "loading: statusline",
+        "loading: the outcome state",
+        "withheld: nothing drawn",
+        "withheld: statusline names confidence and gate",
+        "explain: the gate in force and sizes sent",
+        "shown: drawn",
+        "shown: statusline",
+        "disabled: statusline",
+        "checkhealth: the gate in force is the user setting",
+        "checkhealth: the last suggestion and why",
+    ):
+        assert checks[name]["ok"], name

@@ -120,16 +120,22 @@ async def test_real_model_request_is_seeded_with_the_region_and_its_noise_is_ref
     assert res["edits"] == [] and res["reason"] == "too large: the rewrite changes most of the region", res
 
 
+async def script_target(client, uri: str, text: str, confidence: float | None = None) -> None:  # noqa: ANN001
+    """The next answer for ``uri``: the region the server picks, as it reads in ``text`` (the launcher's)."""
+    arg = {"uri": uri, "text": text} if confidence is None else {"uri": uri, "text": text, "confidence": confidence}
+    await execute(client, "dgemma.test.scriptNextEditTarget", arg)
+
+
 async def test_rename_propagated_to_every_site_of_the_region_in_one_answer(lsp):
     uri = "file:///ne/rename.py"
     text = await rename_def(lsp, uri)
-    first, last = 0, 11  # 12 lines, a third above the cursor line 4
-    old = region_text(text, first, last)
-    want = old.replace("math.pi * r * r", "math.pi * radius * radius")
-    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    await script_target(lsp, uri, text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1))
     res = await next_edit(lsp, uri, 4, 4)
     assert res["reason"] is None, res["reason"]
-    assert res["region"]["start"]["line"] == first and res["region"]["end"]["line"] == last
+    assert res["region"]["start"]["line"] <= 4 <= res["region"]["end"]["line"]
+    # the sites of the old name r (lines 4, 7, 8, 15, 16) steer the region: it reaches past the 12 lines around the
+    # cursor to hold them
+    assert res["region"]["end"]["line"] >= 15 and "old word r" in [s["why"] for s in res["canvas"]["sites"]]
     assert len(res["edits"]) == 2  # both sites, minimal edits, from one canvas
     assert all(e["range"]["start"]["line"] == 4 and inside(e["range"], res["region"]) for e in res["edits"])
     assert apply(text, res["edits"]) == text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1)
@@ -146,7 +152,7 @@ async def test_rename_propagated_to_every_site_of_the_region_in_one_answer(lsp):
         )
     out = plain(await execute(lsp, res["command"]["command"], *res["command"]["arguments"]))
     assert out["accepted"] is True
-    assert out["jump"] is not None and out["jump"]["line"] > last
+    assert out["jump"] is not None and out["jump"]["line"] > 4
     assert text.split("\n")[out["jump"]["line"]][out["jump"]["character"]] == "r"
     again = plain(await execute(lsp, "dgemma.nextEdit.accept", res["command"]["arguments"][0]))
     assert again["accepted"] is False  # an id is accepted once
@@ -155,8 +161,7 @@ async def test_rename_propagated_to_every_site_of_the_region_in_one_answer(lsp):
 async def test_copilot_shaped_method_returns_one_edit_over_all_sites(lsp):
     uri = "file:///ne/copilot.py"
     text = await rename_def(lsp, uri)
-    want = region_text(text, 0, 11).replace("math.pi * r * r", "math.pi * radius * radius")
-    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    await script_target(lsp, uri, text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1))
     res = await next_edit(lsp, uri, 4, 4, method="textDocument/copilotInlineEdit")
     assert set(res) == {"edits"} and len(res["edits"]) == 1
     e = res["edits"][0]
@@ -173,13 +178,13 @@ async def test_copilot_shaped_method_returns_one_edit_over_all_sites(lsp):
 async def test_silent_when_nothing_should_change(lsp):
     uri = "file:///ne/silent.py"
     open_doc(lsp, uri, CIRCLE)
-    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11))
+    await script_target(lsp, uri, CIRCLE)
     res = await next_edit(lsp, uri, 4)
     assert res["edits"] == [] and res["reason"] == "no change" and res["id"] is None and "command" not in res
-    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11).replace("k\n", "k   \n"))
+    await script_target(lsp, uri, CIRCLE.replace("k\n", "k   \n"))
     res = await next_edit(lsp, uri, 4)
     assert res["edits"] == [] and res["reason"].startswith("no change")  # whitespace only
-    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(CIRCLE, 0, 11))
+    await script_target(lsp, uri, CIRCLE)
     res = await next_edit(lsp, uri, 4, method="textDocument/copilotInlineEdit")
     assert res == {"edits": []}
 
@@ -212,20 +217,25 @@ async def test_invalid_json_is_never_offered(lsp):
     assert res["reason"] is None and json.loads(apply(doc, res["edits"]))["health"].endswith(":8081/health")
 
 
-async def test_a_change_unlike_the_recent_edits_is_not_offered(lsp):
-    """The model's own idea (here: a valid, small change nobody asked for) is withheld; so is any change in a
-    document with no recent edits."""
-    uri = "file:///ne/unrelated.py"
-    text = await rename_def(lsp, uri)
-    await execute(lsp, "dgemma.test.scriptNextEdit", region_text(text, 0, 11).replace("def label():", "def title():"))
-    res = await next_edit(lsp, uri, 4)
-    assert res["edits"] == [] and res["reason"].startswith("unrelated")
-    fresh = "file:///ne/fresh.py"
-    open_doc(lsp, fresh, CIRCLE)
-    want = region_text(CIRCLE, 0, 11).replace("math.pi * r * r", "math.pi * r ** 2")
-    await execute(lsp, "dgemma.test.scriptNextEdit", want)
-    res = await next_edit(lsp, fresh, 4)
-    assert res["edits"] == [] and res["reason"].startswith("unrelated")
+async def test_a_change_unlike_the_recent_edits_needs_four_times_the_gates_confidence(lsp):
+    """The model's own idea (here: a valid, small change nobody asked for) is offered only when the model is
+    four times as sure as the gate in force asks; a change that repeats the recent edits passes at the gate itself."""
+    await configure(lsp, canvasLength=192, minConfidence=0.2)
+    try:
+        uri = "file:///ne/unrelated.py"
+        text = await rename_def(lsp, uri)
+        await script_target(lsp, uri, text.replace("def label():", "def title():"), confidence=0.6)
+        res = await next_edit(lsp, uri, 4)
+        assert res["edits"] == [] and "unlike the recent edits" in res["reason"] and "0.80" in res["reason"], res
+        await script_target(lsp, uri, text.replace("def label():", "def title():"), confidence=0.9)
+        res = await next_edit(lsp, uri, 4)
+        assert res["reason"] is None and apply(text, res["edits"]) == text.replace("def label():", "def title():")
+        renamed = text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1)
+        await script_target(lsp, uri, renamed, confidence=0.6)
+        res = await next_edit(lsp, uri, 4)
+        assert res["reason"] is None and apply(text, res["edits"]) == renamed
+    finally:
+        await configure(lsp, canvasLength=192)
 
 
 async def test_a_newer_edit_cancels_the_running_suggestion(lsp):
@@ -263,10 +273,71 @@ async def test_initialize_lists_the_next_edit_commands(lsp):
 async def test_reject_is_counted(lsp):
     uri = "file:///ne/reject.py"
     text = await rename_def(lsp, uri)
-    want = region_text(text, 0, 11).replace("math.pi * r * r", "math.pi * radius * radius")
-    await execute(lsp, "dgemma.test.scriptNextEdit", want)
+    await script_target(lsp, uri, text.replace("math.pi * r * r\n", "math.pi * radius * radius\n", 1))
     res = await next_edit(lsp, uri, 4)
     assert res["dismissCommand"]["command"] == "dgemma.nextEdit.reject"
     out = plain(await execute(lsp, "dgemma.nextEdit.reject", *res["dismissCommand"]["arguments"]))
     assert out == {"rejected": True}
     assert (await status(lsp))["stats"]["counts"]["next_edit_rejected"] >= 1
+
+
+SERVICE = (
+    "def fetch(url, timeout):\n"
+    "    return get(url, timeout=timeout)\n"
+    + "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(8))
+    + "\n\ndef load(name):\n"
+    "    data = fetch(name, 10)\n"
+    "    return data\n"
+    "\n\ndef reload(name):\n"
+    "    return fetch(name, 10)\n"
+)
+
+
+async def test_the_region_goes_where_the_change_continues_and_the_jump_to_the_next_call(lsp):
+    """A parameter added on a def line: its calls, 30 and 34 lines below (out of any window around the cursor), are
+    the candidate sites; the region holds them; after the accept the jump names the call left over."""
+    uri = "file:///ne/sites.py"
+    open_doc(lsp, uri, SERVICE)
+    edit(lsp, uri, 2, (0, 22), (0, 22), ", retries")  # def fetch(url, timeout, retries):
+    text = SERVICE.replace("def fetch(url, timeout):", "def fetch(url, timeout, retries):")
+    lines = text.split("\n")
+    calls = [i for i, x in enumerate(lines) if "fetch(name, 10)" in x]
+    assert calls[0] > 25
+    want = text.replace("data = fetch(name, 10)", "data = fetch(name, 10, 3)")
+    await script_target(lsp, uri, want)
+    res = await next_edit(lsp, uri, 0, 33)
+    assert res["reason"] is None, res["reason"]
+    assert res["region"]["start"]["line"] <= calls[0] <= res["region"]["end"]["line"], (res["region"], calls)
+    assert {"line": calls[0], "why": "call of fetch"} in res["canvas"]["sites"]
+    assert apply(text, res["edits"]) == want
+    for e in res["edits"]:
+        r = e["range"]
+        edit(
+            lsp,
+            uri,
+            3,
+            (r["start"]["line"], r["start"]["character"]),
+            (r["end"]["line"], r["end"]["character"]),
+            e["newText"],
+        )
+    out = plain(await execute(lsp, res["command"]["command"], *res["command"]["arguments"]))
+    assert out["accepted"] is True and out["jump"] is not None and out["jump"]["line"] == calls[1], (out, calls)
+
+
+async def test_a_hung_backend_times_out_and_the_outcome_says_so(lsp):
+    """A generation that never ends: the answer comes after requestTimeoutS (plus a grace), empty, and the
+    document's outcome (``dgemma.explain``) is ``timeout``, not a silent nothing."""
+    await configure(lsp, canvasLength=192, requestTimeoutS=1)
+    try:
+        uri = "file:///ne/hang.py"
+        open_doc(lsp, uri, CIRCLE)
+        await execute(lsp, "dgemma.test.setFault", {"mode": "hang", "count": 1})
+        t0 = time.monotonic()
+        res = await next_edit(lsp, uri, 4)
+        assert res["edits"] == [] and res["reason"] == "timed out after 1 s", res["reason"]
+        assert time.monotonic() - t0 < 10
+        explained = plain(await execute(lsp, "dgemma.explain", uri))
+        assert explained["outcomes"]["nextEdit"]["state"] == "timeout", explained
+        assert (await status(lsp))["backend"]["state"] == "ready"
+    finally:
+        await configure(lsp, canvasLength=192)

@@ -34,5 +34,6 @@ def test_the_test_launcher_adds_its_commands_and_wraps_every_backend() -> None:
     server = create_server(Settings())
     real = server.backend_mgr.create
     lsp_launcher.install(server)
-    assert _commands(server) == set(COMMANDS) | {lsp_launcher.SET_FAULT_COMMAND, lsp_launcher.SCRIPT_COMMAND}
+    test_commands = {lsp_launcher.SET_FAULT_COMMAND, lsp_launcher.SCRIPT_COMMAND, lsp_launcher.TARGET_COMMAND}
+    assert _commands(server) == set(COMMANDS) | test_commands
     assert server.backend_mgr.create is not real

@@ -9,7 +9,11 @@ on the server object before it starts, so that nothing test-only ships in the pa
 - two commands arm it: ``dgemma.test.setFault {mode: error|hang|die|none, count}`` (the next ``count``
   generations fail that way) and ``dgemma.test.scriptNextEdit TEXT...`` (queue answer texts for next-edit
   requests; or at start, ``DGEMMA_LSP_SCRIPT_NEXT_EDIT``, a JSON list: the real canvas still runs, prompt, seed and pins included, and only its final text is replaced, so a
-  test checks what the server does with a known answer instead of with a random-weight model's noise).
+  test checks what the server does with a known answer instead of with a random-weight model's noise);
+  ``dgemma.test.scriptNextEditTarget {uri, text, confidence?}`` (the document as it should read after the next
+  edit: the next next-edit answer for ``uri`` is its prompt's region with those of the target's changes that lie
+  wholly inside it, the right answer for whatever region the server chose, reported with ``confidence`` when
+  given; bench/next_edit_real.py's ceiling).
 
 Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-end tests that script next edits.
 """
@@ -17,10 +21,13 @@ Used by tests/support/lsp_client.py (``start_client``) and the editors' end-to-e
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
+import re
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidRequest
@@ -40,6 +47,7 @@ SET_FAULT_COMMAND = "dgemma.test.setFault"
 SCRIPT_COMMAND = "dgemma.test.scriptNextEdit"
 # answers queued at start, a JSON list of texts: for editor tests that cannot send the command with arguments
 SCRIPT_ENV = "DGEMMA_LSP_SCRIPT_NEXT_EDIT"
+TARGET_COMMAND = "dgemma.test.scriptNextEditTarget"
 # error: generate raises BackendError; hang: generate never yields (the server's timeout must fire);
 # die: generate raises BackendUnavailable (the backend is gone; the server must reload it).
 FAULT_MODES = ("none", "error", "hang", "die")
@@ -52,10 +60,16 @@ class TestingBackend:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, inner: Backend, scripted: deque[str]) -> None:
+    def __init__(
+        self,
+        inner: Backend,
+        scripted: deque[str],
+        answer: Callable[[CanvasRequest], tuple[str, float | None] | None] | None = None,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.scripted = scripted
+        self.answer = answer
         self.mode = "none"
         self.count = 0
         self.fired = 0
@@ -90,8 +104,13 @@ class TestingBackend:
         if self.mode != "none" and self.count > 0:
             await self._fault()
         async for ev in self.inner.generate(request):
-            if isinstance(ev, Done) and request.tag == NEXT_EDIT_TAG and self.scripted:
-                ev = Done(self.scripted.popleft(), ev.stats)
+            if isinstance(ev, Done) and request.tag == NEXT_EDIT_TAG:
+                if self.scripted:
+                    ev = Done(self.scripted.popleft(), ev.stats)
+                elif self.answer is not None and (got := self.answer(request)) is not None:
+                    text, conf = got
+                    stats = ev.stats if conf is None else replace(ev.stats, extra=dict(ev.stats.extra, confidence=conf))
+                    ev = Done(text, stats)
             yield ev
 
     def count_tokens(self, text: str) -> int:
@@ -115,8 +134,19 @@ def install(server: Any) -> None:
     if not (isinstance(queued, list) and all(isinstance(t, str) for t in queued)):
         raise SystemExit(f"{SCRIPT_ENV} must be a JSON list of strings")
     scripted.extend(queued)
+    targets: dict[str, tuple[str, float | None]] = {}  # uri -> the document after the next edit, its confidence
+
+    def answer(request: CanvasRequest) -> tuple[str, float | None] | None:
+        for uri, (want, conf) in list(targets.items()):
+            doc = server.docs.get(uri)
+            got = target_answer(request, doc.text, want) if doc is not None else None
+            if got is not None:
+                del targets[uri]
+                return got, conf
+        return None
+
     create = server.backend_mgr.create
-    server.backend_mgr.create = lambda settings: TestingBackend(create(settings), scripted)
+    server.backend_mgr.create = lambda settings: TestingBackend(create(settings), scripted, answer)
 
     @server.command(SET_FAULT_COMMAND)
     def set_fault(ls: Any, *args: Any) -> dict[str, Any]:
@@ -131,6 +161,40 @@ def install(server: Any) -> None:
     def script_next_edit(ls: Any, *args: Any) -> dict[str, Any]:
         scripted.extend(a for a in (plain(x) for x in args) if isinstance(a, str))
         return {"queued": len(scripted)}
+
+    @server.command(TARGET_COMMAND)
+    def script_target(ls: Any, *args: Any) -> dict[str, Any]:
+        value = plain(arg(args)) or {}
+        if not (isinstance(value.get("uri"), str) and isinstance(value.get("text"), str)):
+            raise JsonRpcInvalidRequest(f"{TARGET_COMMAND} needs {{uri, text}}")
+        conf = value.get("confidence")
+        targets[value["uri"]] = (value["text"], float(conf) if isinstance(conf, int | float) else None)
+        return {"targets": len(targets)}
+
+
+_CODE = re.compile(r"Code:\n`{3,}[\w+-]*\n(.*?)<\|REGION\|>(.*?)<\|/REGION\|>", re.S)
+
+
+def target_answer(request: CanvasRequest, text: str, want: str) -> str | None:
+    """The right answer for the region the request's prompt marks in ``text``: the region's lines with every change
+    of ``text`` -> ``want`` that lies wholly inside them; None when the prompt marks no region of ``text``."""
+    prompt = "\n".join(m.content for m in request.messages)
+    m = _CODE.search(prompt)
+    if m is None:
+        return None
+    before, region = m.group(1), m.group(2)
+    start = text.find(before + region) + len(before) if (before + region) in text else text.find(region)
+    if start < 0 or text[:start].rfind("\n") != start - 1 and start != 0:
+        return None
+    first = text.count("\n", 0, start)
+    last = first + region.count("\n")
+    a, b = text.split("\n"), want.split("\n")
+    lines = a[first : last + 1]
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):  # bottom up: earlier offsets stay valid
+        if tag != "equal" and first <= i1 and i2 <= last + 1 and (i1 <= last or i2 > i1):
+            lines[i1 - first : i2 - first] = b[j1:j2]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,28 @@ vim.api.nvim_create_user_command('DgemmaRewrite', function(a)
 end, { range = true, desc = 'dgemma: rewrite the selected lines with the model' })
 
 vim.api.nvim_create_user_command('DgemmaStatus', function()
-  local result, err = require('dgemma').status()
+  local dgemma = require('dgemma')
+  local result, err = dgemma.status()
   if not result then
     vim.notify('dgemma: ' .. tostring(err), vim.log.levels.WARN)
   else
-    vim.notify(vim.inspect(result), vim.log.levels.INFO)
+    local last = dgemma.outcome_text(dgemma.outcome())
+    local head = ('this buffer: %s; gate in force: %s'):format(
+      last or 'no suggestion requested yet',
+      type(result.gate) == 'table' and ('%.2f (%s)'):format(result.gate.min_confidence or 0, result.gate.from) or '?'
+    )
+    vim.notify(head .. '\n' .. vim.inspect(result), vim.log.levels.INFO)
   end
 end, { desc = 'dgemma: show server, backend and model status' })
+
+vim.api.nvim_create_user_command('DgemmaExplain', function()
+  local result, err = require('dgemma').explain()
+  if not result then
+    vim.notify('dgemma: ' .. tostring(err), vim.log.levels.WARN)
+  else
+    vim.notify(result.text, vim.log.levels.INFO)
+  end
+end, { desc = 'dgemma: why the last suggestion here was shown or not (what was sent, what came back)' })
 
 vim.api.nvim_create_user_command('DgemmaToggle', function()
   local ic = vim.lsp.inline_completion

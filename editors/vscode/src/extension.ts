@@ -28,7 +28,15 @@ import { serverSettings } from './settings';
 import { ignoredMessage, ignoredWorkspaceKeys, isUserOnly, userValue } from './trust';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { backendFromStatus, phaseFromState, StatusState, statusText, statusTooltip } from './status';
+import {
+  backendFromStatus,
+  OutcomeView,
+  parseOutcome,
+  phaseFromState,
+  StatusState,
+  statusText,
+  statusTooltip,
+} from './status';
 import { NextEditController } from './nextEdit';
 import { ModelReadiness } from './readiness';
 
@@ -39,6 +47,8 @@ let client: LanguageClient | undefined;
 let launch: ServerLaunch | undefined;
 let output: vscode.LogOutputChannel;
 let statusItem: vscode.StatusBarItem;
+/** The server's last `dgemma/outcome` per document (the status item shows the active document's). */
+const outcomes = new Map<string, OutcomeView>();
 let status: StatusState = { phase: 'starting' };
 const canvas = new CanvasTracker();
 let draftDecoration: vscode.TextEditorDecorationType;
@@ -77,6 +87,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('dgemma.client.fixStructure', fixStructure),
     vscode.commands.registerCommand('dgemma.client.rewriteSelection', rewriteSelection),
     vscode.commands.registerCommand('dgemma.client.showStatus', showStatus),
+    vscode.commands.registerCommand('dgemma.client.explain', explain),
+    vscode.window.onDidChangeActiveTextEditor(() => showActiveOutcome()),
     vscode.commands.registerCommand('dgemma.client.restartServer', async () => {
       await stopClient();
       await startClient(context);
@@ -214,6 +226,12 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   client.onNotification('dgemma/canvas', (params: unknown) => {
     if (isCanvasParams(params)) onCanvas(params);
   });
+  client.onNotification('dgemma/outcome', (params: unknown) => {
+    const o = parseOutcome(params);
+    if (!o) return;
+    outcomes.set(o.uri, o);
+    showActiveOutcome();
+  });
   setStatus({ phase: 'starting' });
   try {
     await client.start();
@@ -312,6 +330,32 @@ async function showStatus(): Promise<void> {
     const hint = launch ? doctorCommandLine(launch) : 'dgemma-lsp doctor';
     void vscode.window.showWarningMessage(`dgemma-lsp is not running. Run \`${hint}\` in a terminal to see why.`);
   }
+}
+
+// ---- why nothing is shown: dgemma/outcome and dgemma.explain ----------------------------------------------------
+
+function showActiveOutcome(): void {
+  const uri = vscode.window.activeTextEditor?.document.uri.toString();
+  const outcome = uri ? outcomes.get(uri) : undefined;
+  if (outcome?.state !== status.outcome?.state || outcome?.confidence !== status.outcome?.confidence) {
+    setStatus({ ...status, outcome });
+  }
+}
+
+async function explain(): Promise<void> {
+  const doc = vscode.window.activeTextEditor?.document;
+  if (!client || !doc) {
+    void vscode.window.showWarningMessage('DiffusionGemma: no server or no active editor to explain.');
+    return;
+  }
+  const result = await client.sendRequest(ExecuteCommandRequest.type, {
+    command: 'dgemma.explain',
+    arguments: [{ uri: doc.uri.toString() }],
+  });
+  const text = (result as { text?: string } | null)?.text ?? 'no answer';
+  output.appendLine(`dgemma.explain ${doc.uri.toString()}:\n${text}`);
+  output.show(true);
+  void vscode.window.showInformationMessage(`DiffusionGemma: ${text.split('\n')[0]}`);
 }
 
 // ---- dgemma/canvas: refining drafts as ghost text -------------------------------------------------------------

@@ -2,6 +2,16 @@
 
 export type Phase = 'starting' | 'loading' | 'ready' | 'error' | 'stopped' | 'disabled';
 
+/** The server's `dgemma/outcome` for the active document: why the last suggestion was shown or not. */
+export interface OutcomeView {
+  feature: string;
+  /** shown | nothing | withheld | disabled | excluded | loading | error | timeout | superseded (an open list) */
+  state: string;
+  reason?: string;
+  confidence?: number | null;
+  gate?: number | null;
+}
+
 export interface StatusState {
   phase: Phase;
   progressTitle?: string;
@@ -14,6 +24,40 @@ export interface StatusState {
   busy?: boolean;
   /** The last suggestion was withheld: the model's confidence was under min_confidence. */
   withheld?: boolean;
+  /** The last request's outcome in the active document (server's `dgemma/outcome`). */
+  outcome?: OutcomeView;
+}
+
+/** "withheld 0.12 < 0.25", "disabled", "shown" ... */
+export function outcomeText(o: OutcomeView): string {
+  if (o.state === 'withheld' && typeof o.confidence === 'number' && typeof o.gate === 'number') {
+    return `withheld ${o.confidence.toFixed(2)} < ${o.gate.toFixed(2)}`;
+  }
+  return o.state;
+}
+
+const OUTCOME_ICONS: Record<string, string> = {
+  withheld: '$(eye-closed)',
+  disabled: '$(circle-slash)',
+  excluded: '$(circle-slash)',
+  error: '$(warning)',
+  timeout: '$(warning)',
+};
+
+/** An outcome object from the server's notification, or undefined. */
+export function parseOutcome(p: unknown): (OutcomeView & { uri: string }) | undefined {
+  if (!p || typeof p !== 'object') return undefined;
+  const r = p as Record<string, unknown>;
+  if (typeof r.uri !== 'string' || typeof r.state !== 'string' || typeof r.feature !== 'string') return undefined;
+  const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+  return {
+    uri: r.uri,
+    feature: r.feature,
+    state: r.state,
+    reason: typeof r.reason === 'string' ? r.reason : undefined,
+    confidence: num(r.confidence),
+    gate: num(r.gate),
+  };
 }
 
 export function statusText(s: StatusState): string {
@@ -27,6 +71,11 @@ export function statusText(s: StatusState): string {
     }
     case 'ready': {
       const parts = [s.backend, s.device].filter((x): x is string => !!x);
+      if (s.outcome && !s.busy) {
+        parts.push(outcomeText(s.outcome));
+        const icon = OUTCOME_ICONS[s.outcome.state] ?? '$(sparkle)';
+        return `${icon} dgemma: ${parts.join(' · ')}`;
+      }
       const icon = s.busy ? '$(sync~spin)' : s.withheld ? '$(eye-closed)' : '$(sparkle)';
       if (s.withheld && !s.busy) parts.push('withheld');
       return parts.length ? `${icon} dgemma: ${parts.join(' · ')}` : `${icon} dgemma`;
@@ -47,7 +96,11 @@ export function statusTooltip(s: StatusState): string {
   if (s.device) lines.push(`device: ${s.device}`);
   if (s.progressTitle) lines.push(`${s.progressTitle}${s.progressMessage ? `: ${s.progressMessage}` : ''}`);
   if (s.error) lines.push(`error: ${s.error}`);
-  if (s.withheld) {
+  if (s.outcome) {
+    const o = s.outcome;
+    lines.push(`last ${o.feature === 'nextEdit' ? 'next edit' : 'suggestion'}: ${outcomeText(o)}${o.reason && o.state !== 'shown' ? ` (${o.reason})` : ''}`);
+    if (typeof o.gate === 'number') lines.push(`gate in force: min_confidence ${o.gate.toFixed(2)}`);
+  } else if (s.withheld) {
     lines.push('last suggestion withheld: the model was less confident than min_confidence (dgemma.minConfidence: 0 shows all)');
   }
   lines.push('Click for details');

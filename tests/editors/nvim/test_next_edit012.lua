@@ -1,5 +1,5 @@
 -- Neovim 0.12 next-edit suggestions end to end against dgemma-lsp (the tiny model; its answers are scripted with
--- the test-only launcher's dgemma.test.scriptNextEdit, so the real canvas runs and only its text is known):
+-- the test-only launcher's dgemma.test.scriptNextEdit(Target), so the real canvas runs and only its text is known):
 -- a rename on the def line, a pause, the rest of the rename shown as virtual text (old text struck, new text
 -- inline), the jump key moves to it, the accept key applies it and the server names the next site, the jump key
 -- goes there; the dismiss key hides a suggestion and reports it; a broken answer is never shown.
@@ -28,10 +28,6 @@ local CIRCLE = {
   'def volume(r, h):',
   '    return math.pi * r * r * h',
 }
-
-local function region(lines, first, last) -- 1-based inclusive
-  return table.concat(vim.list_slice(lines, first, last), '\n')
-end
 
 local function mark_texts(marks)
   local inline = {}
@@ -76,7 +72,7 @@ H.run(function()
   renamed[4] = 'def area(radius):'
   local want = vim.deepcopy(renamed)
   want[5] = '    return math.pi * radius * radius'
-  command('dgemma.test.scriptNextEdit', region(want, 1, 12))
+  command('dgemma.test.scriptNextEditTarget', { uri = vim.uri_from_bufnr(buf), text = table.concat(want, '\n') .. '\n' })
   api.nvim_win_set_cursor(0, { 4, 9 })
   api.nvim_buf_set_text(buf, 3, 9, 3, 10, { 'radius' })
   local shown = H.wait(60000, function()
@@ -101,7 +97,8 @@ H.run(function()
   local target = H.wait(10000, function()
     return ne.state[buf] and ne.state[buf].jump
   end)
-  H.check('server named the next site', target ~= nil and target.line > 11, vim.inspect(target))
+  -- the next r after the edit: def scaled(r, k) on line 8 (0-based 7)
+  H.check('server named the next site', target ~= nil and target.line == 7 and target.character == 11, vim.inspect(target))
   local counts = command('dgemma.status').stats.counts
   H.check('accept reported to the server', (counts.next_edit_accepted or 0) >= 1, vim.inspect(counts))
 

@@ -94,7 +94,7 @@ H.run(function()
   H.check('ghost text once the model is ready, without moving', g ~= nil)
   H.check('at the cursor', g.row == cursor[1] - 1 and g.col == cursor[2], vim.inspect({ g, cursor }))
   H.check('cursor did not move', vim.deep_equal(api.nvim_win_get_cursor(0), cursor))
-  H.check('statusline no longer loading', dgemma.statusline() == 'dgemma', dgemma.statusline())
+  H.check('statusline no longer loading', dgemma.statusline() == 'dgemma: shown', dgemma.statusline())
   H.log('first ghost text: %q', g.text)
 
   -- 2. "Suggest here" (<M-\>) and cycling through its candidates ----------------------------------------------

@@ -138,6 +138,18 @@ function M.check()
     end
   end
   M.report_buffer(dgemma)
+  local here = vim.api.nvim_get_current_buf()
+  if vim.bo[here].buftype ~= '' then
+    here = dgemma.last_buf or vim.fn.bufnr('#')
+  end
+  local last = here and here > 0 and dgemma.outcome(here) or nil
+  if last then
+    health.info(('last suggestion in that buffer (%s): %s%s'):format(
+      last.feature,
+      dgemma.outcome_text(last),
+      (last.reason and last.reason ~= '' and last.state ~= 'shown') and (' — ' .. last.reason) or ''
+    ))
+  end
   run_doctor(cmd, ready, gate ~= nil)
 end
 

@@ -176,6 +176,8 @@ local function clear_canvas(bufnr)
 end
 M.clear_canvas = clear_canvas
 
+M.outcomes = {} ---@type table<string, table<string, table>> uri -> feature -> the server's `dgemma/outcome`
+
 --- Handler for the server's `dgemma/canvas` notification.
 function M.on_canvas(_, params, ctx)
   M.stats.canvas_notifications = M.stats.canvas_notifications + 1
@@ -183,6 +185,11 @@ function M.on_canvas(_, params, ctx)
   if type(params) == 'table' and params.final and (params.candidate or 0) == 0 then
     -- for the statusline: a withheld suggestion (under min_confidence) explains why no ghost text appeared
     M.last_outcome = params.outcome
+    if params.outcome == 'withheld' and type(params.uri) == 'string' then
+      local sec, usec = vim.uv.gettimeofday()
+      M.outcomes[params.uri] = M.outcomes[params.uri] or {}
+      M.outcomes[params.uri].inlineCompletion = { feature = 'inlineCompletion', state = 'withheld', at = sec + usec / 1e6 }
+    end
   end
   if not cfg.canvas or type(params) ~= 'table' or type(params.uri) ~= 'string' then
     return
@@ -590,8 +597,47 @@ function M.status(timeout_ms)
   return resp.result
 end
 
---- Model-loading progress / backend for a statusline: e.g. "dgemma: loading 40%", "dgemma: withheld" (the last
---- suggestion was under min_confidence, so no ghost text) or "dgemma".
+-- ---------------------------------------------------------------------------------------------------------------
+-- Why nothing is shown: the server's `dgemma/outcome` (the last request's end per document and feature)
+
+--- Handler for the server's `dgemma/outcome` notification.
+function M.on_outcome(_, params)
+  if type(params) ~= 'table' or type(params.uri) ~= 'string' or type(params.feature) ~= 'string' then
+    return
+  end
+  M.outcomes[params.uri] = M.outcomes[params.uri] or {}
+  M.outcomes[params.uri][params.feature] = params
+  vim.schedule(function()
+    pcall(vim.cmd.redrawstatus)
+  end)
+end
+
+--- The newest outcome of a buffer (either feature), or nil.
+---@param bufnr? integer
+function M.outcome(bufnr)
+  local by = M.outcomes[vim.uri_from_bufnr(bufnr or api.nvim_get_current_buf())]
+  local last
+  for _, o in pairs(by or {}) do
+    if not last or (o.at or 0) > (last.at or 0) then
+      last = o
+    end
+  end
+  return last
+end
+
+--- One short line for an outcome: "withheld 0.12 < 0.25", "disabled", "shown" ...
+function M.outcome_text(o)
+  if not o then
+    return nil
+  end
+  if o.state == 'withheld' and type(o.confidence) == 'number' and type(o.gate) == 'number' then
+    return ('withheld %.2f < %.2f'):format(o.confidence, o.gate)
+  end
+  return o.state
+end
+
+--- For a statusline: "dgemma: loading 40%" while the model loads, then the current buffer's last outcome
+--- ("dgemma: withheld 0.12 < 0.25", "dgemma: shown", "dgemma: disabled", "dgemma: timeout" ...), else "dgemma".
 function M.statusline()
   local clients = M.clients()
   if #clients == 0 then
@@ -600,10 +646,33 @@ function M.statusline()
   if M.progress.loading then
     return 'dgemma: loading' .. (M.progress.percentage and (' %d%%'):format(M.progress.percentage) or '')
   end
+  local text = M.outcome_text(M.outcome())
+  if text then
+    return 'dgemma: ' .. text
+  end
   if M.last_outcome == 'withheld' then
     return 'dgemma: withheld'
   end
   return 'dgemma'
+end
+
+--- `dgemma.explain` for a buffer: what its last requests sent (sizes) and what came back, as lines.
+---@param bufnr? integer
+function M.explain(bufnr)
+  local client = M.clients()[1]
+  if not client then
+    return nil, 'no dgemma-lsp client is running'
+  end
+  local uri = vim.uri_from_bufnr(bufnr or api.nvim_get_current_buf())
+  local params = { command = 'dgemma.explain', arguments = { { uri = uri } } }
+  local resp, err = client:request_sync('workspace/executeCommand', params, 5000)
+  if not resp then
+    return nil, err or 'no answer'
+  end
+  if resp.err then
+    return nil, resp.err.message or vim.inspect(resp.err)
+  end
+  return resp.result
 end
 
 -- ---------------------------------------------------------------------------------------------------------------
@@ -674,7 +743,7 @@ function M.setup(opts)
     init_options = cfg.settings,
     -- Also answers workspace/configuration for section "dgemma".
     settings = { dgemma = cfg.settings },
-    handlers = { ['dgemma/canvas'] = M.on_canvas },
+    handlers = { ['dgemma/canvas'] = M.on_canvas, ['dgemma/outcome'] = M.on_outcome },
     on_attach = on_attach,
   }
 

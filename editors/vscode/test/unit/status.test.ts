@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { fixStructureActions, rewriteActions } from '../../src/fix';
-import { backendFromStatus, phaseFromState, statusText, statusTooltip } from '../../src/status';
+import { backendFromStatus, parseOutcome, phaseFromState, statusText, statusTooltip } from '../../src/status';
 
 describe('status bar', () => {
   it('shows loading progress with a percentage', () => {
@@ -24,6 +24,21 @@ describe('status bar', () => {
     assert.match(statusTooltip(st), /withheld: the model was less confident than min_confidence/);
     assert.equal(statusText({ ...st, busy: true }), '$(sync~spin) dgemma: transformers · cpu');
     assert.equal(statusText({ ...st, withheld: false }), '$(sparkle) dgemma: transformers · cpu');
+  });
+
+  it("says why the active document's last request showed nothing: withheld under the gate, disabled, shown", () => {
+    const base = { phase: 'ready' as const, backend: 'transformers', device: 'cpu' };
+    const withheld = parseOutcome({ uri: 'file:///a.py', feature: 'nextEdit', state: 'withheld', confidence: 0.123, gate: 0.99, reason: 'low confidence' });
+    assert.ok(withheld);
+    assert.equal(statusText({ ...base, outcome: withheld }), '$(eye-closed) dgemma: transformers · cpu · withheld 0.12 < 0.99');
+    assert.match(statusTooltip({ ...base, outcome: withheld }), /gate in force: min_confidence 0\.99/);
+    const disabled = parseOutcome({ uri: 'file:///a.py', feature: 'nextEdit', state: 'disabled' });
+    assert.equal(statusText({ ...base, outcome: disabled }), '$(circle-slash) dgemma: transformers · cpu · disabled');
+    const excluded = parseOutcome({ uri: 'file:///a.py', feature: 'inlineCompletion', state: 'excluded' });
+    assert.equal(statusText({ ...base, outcome: excluded }), '$(circle-slash) dgemma: transformers · cpu · excluded');
+    const shown = parseOutcome({ uri: 'file:///a.py', feature: 'nextEdit', state: 'shown' });
+    assert.equal(statusText({ ...base, outcome: shown }), '$(sparkle) dgemma: transformers · cpu · shown');
+    assert.equal(parseOutcome({ state: 'shown' }), undefined);
   });
 
   it('reads dgemma.status answers', () => {
