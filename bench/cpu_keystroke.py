@@ -11,14 +11,14 @@ multi-line plans apart: a random-weight model never ends a block early, so its m
 generate time (wall, and the generating thread's CPU time: what it takes on an idle core with one thread), the prompt tokens the encoder cache spared, the threads the server picked, and the load average.
 
 Checkpoints: ``random34m@STEPS`` (``bench/random_34m.py``: the new embedded model's shape with random weights,
-stored int8 as it will ship, its generation_config.json naming STEPS, which the server then uses) and ``v9``
-(``backend/models/small`` as shipped: 6.9 M parameters, 16 steps, sliding window 1024).
+stored int8 as it will ship, its generation_config.json naming STEPS, which the server then uses), ``small``
+(``backend/models/small`` as shipped) and ``small@STEPS`` (a copy of it naming STEPS).
 
 Settings: the server's defaults except ``debounceMs`` 0 (the figures are the serving path's, not the typing
 rhythm's; the adaptive debounce adds 75-250 ms before a generation starts) and ``minConfidence`` 0 (random weights
 are never confident; the final notification is sent either way).
 
-Run: ``python bench/cpu_keystroke.py`` (``--models random34m@4,random34m@6,random34m@8,v9 --load 2``).
+Run: ``python bench/cpu_keystroke.py`` (``--models random34m@4,random34m@6,random34m@8,small --load 2``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -40,13 +41,24 @@ from common import ROOT, fmt, machine, machine_line, percentile  # noqa: E402
 from keystroke_e2e import session  # noqa: E402
 from random_34m import random_34m  # noqa: E402
 
-DEFAULT_MODELS = "random34m@4,random34m@6,random34m@8,v9"
+DEFAULT_MODELS = "random34m@4,random34m@6,random34m@8,small"
 SETTINGS = {"debounceMs": 0, "debounceMaxMs": 0, "minConfidence": 0}
 
 
 def resolve(name: str) -> Path:
-    if name == "v9":
-        return ROOT / "backend" / "models" / "small"
+    """``small`` (``backend/models/small`` as shipped), ``small@STEPS`` (a copy naming STEPS in its generation
+    config), ``random34m@STEPS`` or a folder."""
+    small = ROOT / "backend" / "models" / "small"
+    if name == "small":
+        return small
+    if name.startswith("small@"):
+        steps = int(name.split("@", 1)[1])
+        out = ROOT / ".cache" / f"small-s{steps}"
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(small, out)
+        gen = json.loads((out / "generation_config.json").read_text())
+        (out / "generation_config.json").write_text(json.dumps(gen | {"max_denoising_steps": steps}, indent=2))
+        return out
     if name.startswith("random34m@"):
         return random_34m(int(name.split("@", 1)[1]), int8=True)
     return Path(name)
@@ -153,7 +165,9 @@ HEADER = (
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated: random34m@STEPS, v9 or a folder")
+    p.add_argument(
+        "--models", default=DEFAULT_MODELS, help="comma-separated: random34m@STEPS, small, small@STEPS or a folder"
+    )
     p.add_argument("--load", type=int, default=2, help="busy processes of the loaded pass (0: quiet pass only)")
     p.add_argument("--context-chars", type=int, default=6000, help="characters of real code before the typing")
     p.add_argument("--functions", type=int, default=2)
