@@ -54,7 +54,6 @@ MIXTURE = {
     "md-table": 0.08,
 }
 EOT = "<end_of_turn>"
-RESERVED = {"click", "flask", "werkzeug", "itsdangerous", "requests", "httpx", "attr", "attrs", "ky", "got"}
 
 
 def make_config(vocab_size: int, preset: str) -> Any:
@@ -89,38 +88,31 @@ _W: dict[str, Any] = {}
 Item = tuple[list[int], list[int], int, list[int] | None]  # prompt, reply + <end_of_turn> <eos>, canvas, seed
 
 
-def _load_docs(pack: str, split: str, python_files: int) -> dict[str, list[Any]]:
+def _load_docs(pack: str, split: str, python: bool) -> dict[str, list[Any]]:
+    from training import corpus  # the licence-checked, deduplicated corpus
+
+    return corpus.load_docs(split, pack or None, python=python)
+
+
+def _worker_init(pack: str, tok_dir: str, python: bool, mixture: dict[str, float]) -> None:
+    """A data worker's documents and tokenizer. A failure is kept and raised by the worker's first chunk: an
+    initializer that raises makes ``multiprocessing.Pool`` start the worker again, forever."""
     try:
-        from training import corpus  # the license-checked, deduplicated corpus
+        import torch
 
-        return corpus.load_docs(split, pack or None)
-    except ImportError:
-        from training import sources
+        torch.set_num_threads(1)
+        from transformers import AutoTokenizer
 
-        def allowed(rel: str) -> bool:  # the projects reserved for outside evaluation never train
-            return not RESERVED.intersection(rel.replace("\\", "/").split("/"))
-
-        py = [d for d in sources.iter_python(split, python_files, salt=str(os.getpid())) if allowed(d.relpath)]
-        docs: dict[str, list[Any]] = {"python": py}
-        if pack and os.path.exists(pack):
-            for d in sources.load_pack(pack, split):
-                if allowed(d.relpath):
-                    docs.setdefault(d.language_id, []).append(d)
-        return docs
-
-
-def _worker_init(pack: str, tok_dir: str, python_files: int, mixture: dict[str, float]) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tok_dir)
-    _W.update(tok=tok, docs=_load_docs(pack, "train", python_files), mixture=mixture)
-    _W.update(eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id)
+        tok = AutoTokenizer.from_pretrained(tok_dir)
+        _W.update(tok=tok, docs=_load_docs(pack, "train", python), mixture=mixture)
+        _W.update(eot=tok.convert_tokens_to_ids(EOT), eos=tok.eos_token_id)
+    except Exception as exc:  # noqa: BLE001 - re-raised in the parent through _make_chunk
+        _W["error"] = f"data worker failed to start: {type(exc).__name__}: {exc}"
 
 
 def _make_chunk(seed: int, n: int = 64) -> list[Item]:
+    if "error" in _W:
+        raise RuntimeError(_W["error"])
     tok = _W["tok"]
     stream = tasks.ExampleStream(
         _W["docs"], lambda s: len(tok.encode(s, add_special_tokens=False)), seed, _W["mixture"], tokenizer=tok
@@ -244,7 +236,7 @@ class Feeder:
         self.q: queue.Queue = queue.Queue(maxsize=6)
         self.rng = random.Random(args.seed)
         ctx = mp.get_context("spawn" if args.device == "cpu" else "fork")
-        init = (args.pack, args.tokenizer, args.python_files, MIXTURE)
+        init = (args.pack, args.tokenizer, not args.no_python, MIXTURE)
         self.pool = ctx.Pool(args.workers, initializer=_worker_init, initargs=init)
         self.items = self.pool.imap_unordered(_make_chunk, range(args.seed * 10_000_000, 2**62), chunksize=1)
         self.stop = False
@@ -252,6 +244,12 @@ class Feeder:
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
+        try:
+            self._pack_forever()
+        except Exception as exc:  # noqa: BLE001 - handed to the training loop, which raises it
+            self.q.put(exc)
+
+    def _pack_forever(self) -> None:
         import torch
 
         a = self.args
@@ -278,6 +276,8 @@ class Feeder:
         t0 = time.perf_counter()
         got = self.q.get()
         self.wait_s += time.perf_counter() - t0
+        if isinstance(got, Exception):
+            raise got
         return got
 
     def close(self) -> None:
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--template", default=str(TEMPLATE), help="tokenizer, chat template, model card to ship with")
     ap.add_argument("--tokenizer", default=str(TEMPLATE))
     ap.add_argument("--pack", default=".train_data/pack-v2.jsonl.gz")
-    ap.add_argument("--python-files", type=int, default=20000, help="(without training.corpus) Python files a worker reads")
+    ap.add_argument("--no-python", action="store_true", help="the pack's documents only (CPU smoke runs)")
     ap.add_argument("--minutes", type=float, default=9.0, help="training wall-clock budget")
     ap.add_argument("--schedule-minutes", type=float, default=0.0, help="cosine span across runs (0: --minutes)")
     ap.add_argument("--schedule-offset", type=float, default=0.0, help="minutes of the span earlier runs used")

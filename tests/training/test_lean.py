@@ -131,26 +131,37 @@ def test_pack_rows_keeps_examples_apart() -> None:
     assert len(set(canv[canv >= 0])) == 4  # two canvases per example, ids unique in the row
 
 
-def test_a_few_cpu_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path, monkeypatch) -> None:
+def test_a_few_cpu_steps_save_a_loadable_checkpoint(tmp_path) -> None:
     """The loop end to end on CPU: workers, packing, steps, and a checkpoint transformers loads."""
-    from transformers import DiffusionGemmaForBlockDiffusion
-
-    from training import sources
-
-    pack = tmp_path / "pack.jsonl.gz"
     import gzip
     import json
 
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from training import corpus
+
+    pack = tmp_path / "pack.jsonl.gz"
     with gzip.open(pack, "wt") as fh:
         for i in range(60):
             text = f"function add{i}(a, b) {{\n  return a + b + {i};\n}}\n\nmodule.exports = {{ add{i} }};\n" * 3
-            fh.write(json.dumps({"relpath": f"p{i}/index.js", "language_id": "javascript", "text": text}) + "\n")
-    monkeypatch.setattr(sources, "split_of", lambda rel: "train")
+            rec = {"project": f"pkg{i}", "version": "1.0.0", "license": "MIT", "relpath": "index.js",
+                   "language_id": "javascript", "text": text}  # fmt: skip
+            fh.write(json.dumps(rec) + "\n")
+    assert sum(corpus.split_of(f"pkg{i}") == "train" for i in range(60)) > 50
     out = tmp_path / "m"
     LT.main([
         "--out", str(out), "--preset", "smoke", "--device", "cpu", "--no-compile", "--max-steps", "3", "--rows", "2",
-        "--row", "2048", "--workers", "1", "--pack", str(pack), "--python-files", "20", "--log-every", "1",
+        "--row", "2048", "--workers", "1", "--pack", str(pack), "--no-python", "--log-every", "1",
     ])  # fmt: skip
     m = DiffusionGemmaForBlockDiffusion.from_pretrained(out)
     assert m.config.text_config.hidden_size == 64
     assert (out / "tokenizer.json").exists() and (out / "training.json").exists()
+
+
+def test_a_data_worker_that_cannot_start_fails_the_run(tmp_path) -> None:
+    """A worker whose start fails (here: a pack that does not exist) stops the run with the reason, not a hang."""
+    with pytest.raises(RuntimeError, match="data worker failed to start"):
+        LT.main([
+            "--out", str(tmp_path / "m"), "--preset", "smoke", "--device", "cpu", "--no-compile", "--max-steps", "2",
+            "--rows", "1", "--row", "512", "--workers", "1", "--pack", str(tmp_path / "missing.jsonl.gz"), "--no-python",
+        ])  # fmt: skip
