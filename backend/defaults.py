@@ -17,7 +17,7 @@ def default_model() -> tuple[Path, str]:
             SMALL_MODEL_DIR,
             f"embedded small model, experimental: short suggestions only, low-confidence ones withheld ({SMALL_MODEL_DIR})",
         )
-    from .fixtures.tiny import ensure_tiny_checkpoint
+    from .tiny_model.builder import ensure_tiny_checkpoint
 
     path = ensure_tiny_checkpoint()
     return path, f"embedded tiny fixture, random weights ({path})"

@@ -202,7 +202,7 @@ async def replay_typing(
 
 def resolve_model(name: str) -> Path | None:
     if name == "tiny":
-        from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+        from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
         return ensure_tiny_checkpoint()
     if name == "small":

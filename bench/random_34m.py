@@ -40,7 +40,7 @@ def build(out: Path, steps: int, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
-    from dgemma_lsp.backend.fixtures.tiny import diffusion_gemma_config
+    from dgemma_lsp.backend.tiny_model.builder import diffusion_gemma_config
 
     tok = AutoTokenizer.from_pretrained(SMALL)
     config = diffusion_gemma_config(**SHAPE, image_token_id=tok.convert_tokens_to_ids("<mask>"))

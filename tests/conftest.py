@@ -18,7 +18,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     ``DGEMMA_LSP_TEST_CACHE`` reuses a cache folder across sessions (the builder is deterministic).
     """
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
     cache = os.environ.get("DGEMMA_LSP_TEST_CACHE") or tmp_path_factory.mktemp("tiny-cache")
     return ensure_tiny_checkpoint(cache)

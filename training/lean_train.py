@@ -57,7 +57,7 @@ EOT = "<end_of_turn>"
 
 
 def make_config(vocab_size: int, preset: str) -> Any:
-    from dgemma_lsp.backend.fixtures.tiny import diffusion_gemma_config
+    from dgemma_lsp.backend.tiny_model.builder import diffusion_gemma_config
 
     p = PRESETS[preset]
     pattern = ["sliding_attention", "sliding_attention", "full_attention"]

@@ -1,6 +1,6 @@
 """Train the small model's byte-level BPE tokenizer (a few thousand tokens) with the fixture's special tokens.
 
-Same special tokens and ids as ``backend/fixtures/tiny.py`` (<pad>=0 <eos>=1 <bos>=2 <unk> <mask>
+Same special tokens and ids as ``backend/tiny_model/builder.py`` (<pad>=0 <eos>=1 <bos>=2 <unk> <mask>
 <start_of_turn> <end_of_turn>) and the same Gemma-style chat template, so every code path that serves the
 fixture serves this model. Digits are split one per token so JSON numbers copy exactly.
 

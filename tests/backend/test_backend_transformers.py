@@ -22,7 +22,7 @@ from dgemma_lsp.backend.contract import (
     Draft,
     collect,
 )
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.backend.transformers_backend import TransformersBackend
 
 module_loop = pytest.mark.asyncio(loop_scope="module")

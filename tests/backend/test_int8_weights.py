@@ -12,7 +12,7 @@ import torch
 
 from dgemma_lsp.backend import int8_weights
 from dgemma_lsp.backend.contract import BackendUnavailable, CanvasRequest, ChatMessage, Draft
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.backend.transformers_backend import TransformersBackend, check_checkpoint_folder
 
 PROMPTS = ["def add(a, b):\n    return", "import os\nimport sys\n\ndef main(", '{"name": "x", "version": ']

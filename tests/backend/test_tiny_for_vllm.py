@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import vllm_ready_tiny_checkpoint
 
 RELEASED = Path(__file__).resolve().parents[2] / "bench" / "configs" / "diffusiongemma-26b-a4b"
 

@@ -115,7 +115,7 @@ class FakeEngineVLLMBackend(VLLMBackend):
 def tok():
     from transformers import AutoTokenizer
 
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
     return AutoTokenizer.from_pretrained(ensure_tiny_checkpoint())
 

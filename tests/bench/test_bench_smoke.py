@@ -184,7 +184,7 @@ def test_next_edit_eval_reports_how_answers_line_up(tmp_path: Path) -> None:
 
 def test_cpu_keystroke_runs(tmp_path: Path) -> None:
     """Quiet and with one busy process beside it, on the tiny checkpoint: a row per pass, the cache's share."""
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
     out = run_report("bench/cpu_keystroke.py", "--models", str(ensure_tiny_checkpoint()), "--load", "1",
                      "--max-keys", "6", "--functions", "1", "--line-pause-ms", "300", "--context-chars", "800",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.cli import EXIT_BACKEND, EXIT_NO_FIX, EXIT_USAGE, main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -84,7 +84,7 @@ def end_of(text: str) -> tuple[int, int]:
 def model_path() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="gpu-lsp-"))
     if TINY:
-        from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
+        from dgemma_lsp.backend.tiny_model.builder import vllm_ready_tiny_checkpoint
 
         return vllm_ready_tiny_checkpoint(tmp / "model")
     from gpu_step import build_bench_model, fp8_dynamic_variant

@@ -46,7 +46,7 @@ def make(model: str, **kw):
 
 @pytest.fixture(scope="module")
 def tiny() -> str:
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
     return str(ensure_tiny_checkpoint())
 

@@ -37,7 +37,7 @@ def run(coro):
 
 
 def tiny_for_vllm() -> Path:
-    from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import vllm_ready_tiny_checkpoint
 
     return vllm_ready_tiny_checkpoint(Path(tempfile.mkdtemp(prefix="tiny-vllm-")) / "model")
 

@@ -58,7 +58,7 @@ def _engine(kind: str, model: Path) -> dict:
 
 def test_diffusiongemma_gets_our_attention_and_another_model_does_not() -> None:
     from dgemma_lsp.backend import vllm_plugin
-    from dgemma_lsp.backend.fixtures.tiny import vllm_ready_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import vllm_ready_tiny_checkpoint
     from tests.support.remote_servers import ensure_tiny_llama
 
     tmp = Path(tempfile.mkdtemp(prefix="plugin-scope-"))

@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.lsp import token_windows
 from dgemma_lsp.lsp.context import PREFIX_GRID_CHARS, build_context, trim_prefix, trim_suffix
 

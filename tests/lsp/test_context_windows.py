@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.lsp.context import CHARS_PER_TOKEN_WINDOW, Snippet, build_context
 
 

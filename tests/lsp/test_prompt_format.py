@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.context import Snippet, build_context, plan_completion
 from dgemma_lsp.lsp.prompt import (

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dgemma_lsp.backend.fixtures.tiny import build_tokenizer, default_cache_dir
+from dgemma_lsp.backend.tiny_model.builder import build_tokenizer, default_cache_dir
 
 TINY_LLAMA_VERSION = 3
 # Layers / width chosen so one token costs ~1 ms on a CI core: streams are fast, yet a 4000-token generation runs

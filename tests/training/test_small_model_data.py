@@ -118,7 +118,7 @@ def test_repair_examples_are_accepted_by_the_server_validator() -> None:
     """Repair targets are kept only when the server's own model_fix validates them as the model's reply."""
     from transformers import AutoTokenizer
 
-    from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint
+    from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint
 
     tok = AutoTokenizer.from_pretrained(ensure_tiny_checkpoint())
     rng = random.Random(3)

@@ -10,8 +10,8 @@ _LATE = enter_interpreter_mode()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from dgemma_lsp.backend.fixtures.tiny import ensure_tiny_checkpoint  # noqa: E402
 from dgemma_lsp.backend.kernels.hf import KernelDenoisingMixin, use_kernels  # noqa: E402
+from dgemma_lsp.backend.tiny_model.builder import ensure_tiny_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="module")
