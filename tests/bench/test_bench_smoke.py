@@ -151,10 +151,11 @@ def test_keystroke_e2e_next_edits_run(tmp_path: Path, tiny_checkpoint: Path) -> 
 
 
 def test_next_edit_data_runs() -> None:
-    """The next-edit generator's cost benchmark draws real examples from the interpreter's files and reports them."""
-    stdout = run_report("bench/next_edit_data.py", "--draws", "4", "--seeds", "1", "--files", "80")
+    """The next-edit generator's cost benchmark draws real examples from the interpreter's files and reports them
+    (about one draw in ten passes the server's own gates since the candidate-site regions)."""
+    stdout = run_report("bench/next_edit_data.py", "--draws", "30", "--seeds", "1", "--files", "80")
     line = stdout.strip().splitlines()[-1]
-    assert line.startswith("seed 1: 4 draws, ") and " ms per example, " in line and line.endswith("(80 files)")
+    assert line.startswith("seed 1: 30 draws, ") and " ms per example, " in line and line.endswith("(80 files)")
     assert int(line.split(", ")[1].split()[0]) >= 1  # at least one example made
 
 

@@ -68,7 +68,7 @@ def test_complete_names_the_embedded_model_it_used(tmp_path):
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     assert "dgemma-lsp: model: embedded small model, experimental" in err
-    assert "suggestion withheld: confidence" in err and "< min_confidence 0.25" in err
+    assert "suggestion withheld: confidence" in err and "< min_confidence 0.50" in err
     assert r.stdout.decode().strip() == ""
     shown = run_cli("complete", str(src), "--line", "1", "--character", "11", "--steps", "4", "--min-confidence", "0")
     assert (
