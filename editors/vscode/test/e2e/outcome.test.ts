@@ -3,7 +3,7 @@
  * item goes from the model's load to the active document's last next-edit outcome: withheld under the user's gate
  * (with the confidence and the gate in force), shown once the gate is 0, disabled once Python is switched off
  * (settings changes reach the workbench through its settings file and a window reload); the
- * "Explain the Last Suggestion Here" command says what was sent (sizes) and what came back.
+ * "Explain the Last Request Here" command says what was sent (sizes) and what came back.
  *
  * The server runs through the test-only launcher (DGEMMA_LSP_TESTING_CMD), whose scripted answers
  * (DGEMMA_LSP_SCRIPT_NEXT_EDIT) replace the text of its canvas: the real canvas, gate and protocol still run.
@@ -74,7 +74,7 @@ describe('why nothing is shown, in code-server', { timeout: 420_000 }, () => {
       await wb.shot('outcome-withheld');
       assert.ok(withheld, `the status did not say withheld under the gate: ${await status.textContent()}`);
 
-      await wb.runCommand('DiffusionGemma: Explain the Last Suggestion Here');
+      await wb.runCommand('DiffusionGemma: Explain the Last Request Here');
       const explained = await until(15_000, async () => {
         const n = (await wb.notifications()).join('\n');
         return /nextEdit: withheld/.test(n) && n;
