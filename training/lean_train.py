@@ -283,6 +283,7 @@ class Feeder:
     def close(self) -> None:
         self.stop = True
         self.pool.terminate()
+        self.pool.join()
 
 
 # --- the loop -------------------------------------------------------------------------------------------------
