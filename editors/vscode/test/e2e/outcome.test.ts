@@ -89,6 +89,7 @@ describe('why nothing is shown, in code-server', { timeout: 420_000 }, () => {
         'dgemma.minConfidence': 0,
         'dgemma.server.env': { DGEMMA_LSP_SCRIPT_NEXT_EDIT: JSON.stringify([answerB, answerB]) },
       });
+      await page.waitForTimeout(1500); // the workbench reads the rewritten settings file before the reload
       await wb.reloadWindow();
       await wb.openFile('area.py');
       const back = await until(120_000, async () => /dgemma: transformers · cpu/.test((await status.textContent()) ?? ''));
@@ -109,6 +110,7 @@ describe('why nothing is shown, in code-server', { timeout: 420_000 }, () => {
 
       // disabled: Python switched off
       wb.writeSettings({ ...settings, 'dgemma.minConfidence': 0, 'dgemma.enable': { python: false } });
+      await page.waitForTimeout(1500); // the workbench reads the rewritten settings file before the reload
       await wb.reloadWindow();
       await wb.openFile('area.py');
       const again = await until(120_000, async () => /dgemma: transformers · cpu/.test((await status.textContent()) ?? ''));

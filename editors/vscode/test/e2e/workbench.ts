@@ -7,7 +7,7 @@
  * /usr/bin/chromium), DGEMMA_E2E_ARTIFACTS (screenshots). Every e2e test file uses this one module.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -75,7 +75,16 @@ export class Workbench {
 
   /** Write the user settings file; a running workbench picks the change up (the extension restarts its server). */
   writeSettings(settings: Record<string, unknown>): void {
-    writeFileSync(join(this.userData, 'User', 'settings.json'), JSON.stringify({ ...QUIET_SETTINGS, ...settings }, null, 2));
+    // write then rename: the workbench watches the file, and a read of a half-written file is a settings file with
+    // none of our settings (the extension then starts the default `dgemma-lsp`)
+    // code-server's extension host is the "remote": machine-scoped settings (the server command, its env) are read
+    // from the Machine settings file there, the rest from the User file; a user of code-server sets both
+    for (const scope of ['User', 'Machine']) {
+      mkdirSync(join(this.userData, scope), { recursive: true });
+      const file = join(this.userData, scope, 'settings.json');
+      writeFileSync(file + '.tmp', JSON.stringify({ ...QUIET_SETTINGS, ...settings }, null, 2));
+      renameSync(file + '.tmp', file);
+    }
   }
 
   async start(settings: Record<string, unknown>, files: Record<string, string>): Promise<void> {
