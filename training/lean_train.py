@@ -261,8 +261,15 @@ class Feeder:
                 for it in next(self.items):
                     pending.append(
                         example_tokens(
-                            it, self.rng, copies=a.copies, vocab=self.vocab, eos=self.eos, max_len=max_len,
-                            fill_weight=a.fill_weight, ar_weight=a.ar_weight, sc_prob=a.sc_prob,
+                            it,
+                            self.rng,
+                            copies=a.copies,
+                            vocab=self.vocab,
+                            eos=self.eos,
+                            max_len=max_len,
+                            fill_weight=a.fill_weight,
+                            ar_weight=a.ar_weight,
+                            sc_prob=a.sc_prob,
                         )  # fmt: skip
                     )
             arrays, used, real = pack_rows(pending, a.rows, a.row)
@@ -295,12 +302,37 @@ def lr_at(step: int, elapsed: float, span: float, peak: float, warmup: int) -> f
     return peak * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
+def _profile_window(prof: Any, out: Path, torch: Any) -> Any:
+    """Start the profiler (``prof`` None) or stop it and write its kernel table, GPU time first, to ``out``."""
+    if prof is None:
+        prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        )
+        prof.start()
+        return prof
+    torch.cuda.synchronize()
+    prof.stop()
+    avg = prof.key_averages()
+    out.write_text(
+        "5 training steps\n"
+        + avg.table(sort_by="self_cuda_time_total", row_limit=60, max_name_column_width=90)
+        + "\n\nby CPU time\n"
+        + avg.table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=90)
+    )
+    return None
+
+
 def save(model: Any, out: Path, template: Path, meta: dict[str, Any]) -> None:
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     for f in template.iterdir():
-        if f.is_file() and f.name not in ("config.json", "model.safetensors", "training.json", "model.int8.safetensors"):
+        if f.is_file() and f.name not in (
+            "config.json",
+            "model.safetensors",
+            "training.json",
+            "model.int8.safetensors",
+        ):
             shutil.copy(f, tmp / f.name)
     (tmp / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)
@@ -311,7 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--preset", default="base", choices=sorted(PRESETS))
-    ap.add_argument("--init", default="", help="continue from this checkpoint folder")
+    ap.add_argument("--init", default="", help="continue from this checkpoint folder (full or int8 weights)")
     ap.add_argument("--template", default=str(TEMPLATE), help="tokenizer, chat template, model card to ship with")
     ap.add_argument("--tokenizer", default=str(TEMPLATE))
     ap.add_argument("--pack", default=".train_data/pack-v2.jsonl.gz")
@@ -336,11 +368,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--log", default="")
+    ap.add_argument("--profile", default="", help="write a kernel table of 5 steps after step 50 to this file")
     a = ap.parse_args(argv)
 
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
+    from dgemma_lsp.backend.int8_weights import is_int8_folder, load_int8_model
     from training.lean import (
         PackedBatch,
         PackedDiffusionGemma,
@@ -359,7 +393,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(2)  # the data workers have the other cores
     tok = AutoTokenizer.from_pretrained(a.tokenizer)
     feeder = Feeder(a, len(tok), tok.eos_token_id, pin=on_gpu)  # forks its workers before CUDA starts
-    if a.init:
+    if a.init and is_int8_folder(a.init):  # a shipped checkpoint: its int8 weights, dequantized, start the run
+        model = load_int8_model(a.init, dtype=torch.float32)
+    elif a.init:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(a.init, dtype=torch.float32)
     else:
         model = DiffusionGemmaForBlockDiffusion(make_config(len(tok), a.preset))
@@ -398,6 +434,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.init and (Path(a.init) / "training.json").exists():
         meta["runs"] = json.loads((Path(a.init) / "training.json").read_text()).get("runs", [])
     sc_gen = torch.Generator().manual_seed(a.seed)
+    prof: Any = None
     while True:
         elapsed = time.time() - t_start
         if elapsed > 60 * a.minutes or (a.max_steps and step >= a.max_steps):
@@ -422,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
             t_start = time.time()
             win_t0 = time.perf_counter()
             continue
+        if a.profile and step in (50, 55):
+            prof = _profile_window(prof if step == 55 else None, Path(a.profile), torch)
         win_tok += real
         ctx = float(np.mean([a.row / 2]))  # keys per query under the packed mask: about half an example on average
         f = model_flops_per_token(model.config, context=min(ctx, 600.0))
@@ -440,7 +479,12 @@ def main(argv: list[str] | None = None) -> None:
             )
             win_tok, win_t0, win_flops = 0, time.perf_counter(), 0.0
         if time.time() - last_save > a.save_every:
-            save(model, Path(a.out), Path(a.template), {**meta, "runs": meta["runs"] + [{"steps": step, "partial": True}]})
+            save(
+                model,
+                Path(a.out),
+                Path(a.template),
+                {**meta, "runs": meta["runs"] + [{"steps": step, "partial": True}]},
+            )
             last_save = time.time()
     totals["tokens"] += win_tok
     feeder.close()
