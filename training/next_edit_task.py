@@ -47,7 +47,8 @@ from .sources import Doc
 
 PATTERNS = ("rename", "parameter", "literal", "pattern", "dead", "none")
 ATTEMPTS = 6
-MAX_PROMPT_TOKENS = 720  # the trainer keeps 768 prompt tokens (chat template included): longer prompts lose their head
+# the lean trainer keeps 2048 - 256 prompt tokens before a 256-token canvas (chat template included)
+MAX_PROMPT_TOKENS = 1700
 _HELD_OUT = re.compile(r"^stdlib/[^/]+\.py$")
 
 

@@ -686,6 +686,8 @@ class ExampleStream:
         for lang in ("python", "javascript", "typescript", "markdown", "json"):
             if not docs.get(lang):
                 mix.pop(f"infill-{lang}", None)
+        if not docs.get("python"):
+            mix.pop("next-edit", None)  # next edits are drawn from Python files
         self.failures = 0
         self.kinds = list(mix)
         self.weights = [mix[k] for k in self.kinds]

@@ -66,13 +66,13 @@ SRC = sources.Doc(
 )
 
 
-def test_every_pattern_comes_from_real_files(examples) -> None:
-    """The patterns yield examples the server's own gates accept; change targets differ from the region, no-change
-    targets are the region itself. Since the next-edit region follows candidate sites (lsp/next_edit_sites.py), the
-    new-parameter and dead-assignment patterns no longer pass the server's gates (none in 400 draws): the generator
-    needs their regions re-derived before next edits rejoin a training mix (none does today)."""
+def test_every_pattern_comes_from_real_files(examples, tok) -> None:
+    """Every pattern yields examples the server's own gates accept, with prompts the lean trainer keeps whole;
+    change targets differ from the region, no-change targets are the region itself."""
     by = Counter(ex.meta["pattern"] for ex in examples)
-    assert set(by) == set(NE.PATTERNS) - {"parameter", "dead"}, by
+    assert set(by) == set(NE.PATTERNS), by
+    count = _counter(tok)
+    assert all(count(ex.messages[-1].content) <= NE.MAX_PROMPT_TOKENS for ex in examples)
     for ex in examples:
         assert ex.kind == "next-edit" and ex.seed_ids and ex.canvas >= 8
         if ex.meta["pattern"] == "none":
@@ -189,3 +189,15 @@ def test_stream_mixes_next_edits_in_only_when_asked(tok, docs) -> None:
     assert not any(plain.one().kind == "next-edit" for _ in range(20))
     kinds = Counter(mixed.one().kind for _ in range(24))
     assert 4 <= kinds["next-edit"] <= 20, kinds
+
+
+def test_the_lean_trainers_mixture_draws_next_edits(tok, docs) -> None:
+    """The lean trainer's mixture holds next edits (a few in a hundred), drawn only where Python files are."""
+    from training import lean_train as LT
+
+    count = _counter(tok)
+    stream = tasks.ExampleStream({"python": docs}, count, 3, mixture=LT.MIXTURE, tokenizer=tok)
+    assert "next-edit" in stream.kinds
+    no_python = tasks.ExampleStream({"javascript": [sources.Doc("a/b.js", "javascript", "let a = 1;\n" * 20)]},
+                                    count, 3, mixture=LT.MIXTURE, tokenizer=tok)  # fmt: skip
+    assert "next-edit" not in no_python.kinds
