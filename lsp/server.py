@@ -2,10 +2,12 @@
 
 The parts, each in its own module: the document store (:mod:`.documents`), settings from ``initializationOptions``
 / ``workspace/configuration`` / ``didChangeConfiguration`` (:mod:`.settings`), the backend's lifecycle with
-``$/progress`` (:mod:`.backend_manager`), inline completion and ``dgemma/canvas`` streaming (:mod:`.completion`),
-next edits (:mod:`.next_edit`), structure diagnostics off the event loop (:mod:`.diagnostics_scheduler`), code
-actions listed instantly and resolved with the model (:mod:`.code_actions`), and local stats (:mod:`.stats`).
-This module registers the handlers, the ``workspace/executeCommand`` commands and the process entry.
+``$/progress`` (:mod:`.backend_manager`), the one guarded model call (:mod:`.model_guard`), inline completion and
+``dgemma/canvas`` streaming (:mod:`.completion`), next edits (:mod:`.next_edit`), structure diagnostics off the
+event loop (:mod:`.diagnostics_scheduler`), code actions listed instantly and resolved with the model
+(:mod:`.code_actions`), and local stats (:mod:`.stats`). No part imports this module: :class:`DGemmaServer` hands
+each the few things it uses (a settings getter, log / send functions, the backend handle). This module builds the
+parts, registers the handlers, the ``workspace/executeCommand`` commands and the process entry.
 """
 
 from __future__ import annotations
