@@ -1,5 +1,5 @@
 """The backend's lifecycle in the server: load in the background (reported with ``$/progress``), readiness,
-reload after the engine died, the guarded ``generate`` every feature calls, and the status the server reports.
+reload after the engine died, and the status the server reports. The guarded model call is :mod:`.model_guard`'s.
 
 Requests that arrive while the model loads get empty answers (or wait, for code actions); a newer load supersedes
 an older one; a backend whose ``generate`` says it is gone (:class:`BackendUnavailable`) is reloaded once.
@@ -13,24 +13,28 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from lsprotocol import types
 
-from dgemma_lsp.backend.contract import Backend, BackendError, CanvasEvent, CanvasRequest, Done
+from dgemma_lsp.backend.contract import Backend, BackendError
 from dgemma_lsp.config import Settings
 
-if TYPE_CHECKING:
-    from .server import DGemmaServer
-
-__all__ = ["BackendManager", "LOAD_HEARTBEAT_S"]
+__all__ = ["BackendManager", "LOAD_HEARTBEAT_S", "Progress"]
 
 log = logging.getLogger("dgemma_lsp.server")
 
 LOAD_HEARTBEAT_S = 5.0  # a $/progress report at least this often while a model loads
 
-GenerateFn = Callable[[CanvasRequest], AsyncIterator[CanvasEvent]]
+
+class Progress(Protocol):
+    """What a load reports through: pygls' ``server.work_done_progress``."""
+
+    def create_async(self, token: str) -> Awaitable[Any]: ...
+    def begin(self, token: str, value: types.WorkDoneProgressBegin) -> None: ...
+    def report(self, token: str, value: types.WorkDoneProgressReport) -> None: ...
+    def end(self, token: str, value: types.WorkDoneProgressEnd) -> None: ...
 
 
 def create_backend(settings: Settings) -> Backend:
@@ -43,39 +47,42 @@ def create_backend(settings: Settings) -> Backend:
 class _LoadProgress:
     """One load's ``$/progress`` (when the client supports it) and its ``backend: ...`` log lines."""
 
-    def __init__(self, server: DGemmaServer, label: str) -> None:
-        self.server = server
+    def __init__(self, progress: Callable[[], Progress | None], log_fn: Callable[[int, str], None], label: str) -> None:
+        self.progress = progress  # None: the client shows no progress, or the server is exiting
+        self.log = log_fn
         self.label = label
         self.token: str | None = None
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
 
     async def create(self) -> None:
-        if not self.server.supports_progress():
+        sink = self.progress()
+        if sink is None:
             return
         token = f"dgemma-load-{uuid.uuid4().hex[:8]}"
         try:
-            await asyncio.wait_for(self.server.work_done_progress.create_async(token), timeout=5)
+            await asyncio.wait_for(sink.create_async(token), timeout=5)
         except Exception:
             return
         self.token = token
 
-    def _live_token(self) -> str | None:
-        """The progress token while reports can still go out (None: no progress, or the server is exiting)."""
-        return None if self.server.exiting else self.token
+    def _live(self) -> tuple[Progress, str] | None:
+        """Where reports go while they can still go out (None: no progress, or the server is exiting)."""
+        sink = self.progress() if self.token is not None else None
+        return None if sink is None or self.token is None else (sink, self.token)
 
     def begin(self, message: str) -> None:
-        if self.token is not None:
-            self.server.work_done_progress.begin(
-                self.token,
+        if (live := self._live()) is not None:
+            live[0].begin(
+                live[1],
                 types.WorkDoneProgressBegin(title="DiffusionGemma", message=message, percentage=0, cancellable=False),
             )
 
     def report(self, message: str, percentage: int | None = None) -> None:
-        if (token := self._live_token()) is not None:
+        if (live := self._live()) is not None:
             pct = None if percentage is None else max(0, min(100, int(percentage)))
-            self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=pct))
-        self.server.log_line(logging.INFO, f"backend: {message}")
+            live[0].report(live[1], types.WorkDoneProgressReport(message=message, percentage=pct))
+        self.log(logging.INFO, f"backend: {message}")
 
     def callback(self, message: str, percentage: int | None = None) -> None:
         """The backend's :data:`ProgressCallback`; backends may call it from a worker thread."""
@@ -88,27 +95,43 @@ class _LoadProgress:
         # Big checkpoints load for minutes and backends report rarely: say that it is still going.
         while True:
             await asyncio.sleep(LOAD_HEARTBEAT_S)
-            if (token := self._live_token()) is not None:
+            if (live := self._live()) is not None:
                 elapsed = time.monotonic() - t0
-                self.server.work_done_progress.report(
-                    token, types.WorkDoneProgressReport(message=f"still loading {self.label} ({elapsed:.0f}s)")
+                live[0].report(
+                    live[1], types.WorkDoneProgressReport(message=f"still loading {self.label} ({elapsed:.0f}s)")
                 )
 
     def end(self, outcome: str) -> None:
-        if (token := self._live_token()) is not None:
+        if (live := self._live()) is not None:
             # after any report a worker thread queued, so "end" is really last
-            self.loop.call_soon(self.server.work_done_progress.end, token, types.WorkDoneProgressEnd(message=outcome))
+            self.loop.call_soon(live[0].end, live[1], types.WorkDoneProgressEnd(message=outcome))
 
 
 class BackendManager:
     """Owns the server's backend: ``state`` is idle | loading | ready | failed, ``error`` says why it failed.
 
     ``create`` builds a backend from the settings (the product's registry); an embedder may wrap it before the
-    server starts (see ``dgemma_lsp.cli.main``'s ``extend_server``).
+    server starts (see ``dgemma_lsp.cli.main``'s ``extend_server``). The collaborators: ``settings`` (the settings
+    in force), ``log_fn`` (a line to the log and the client), ``show_error`` (a message the user sees),
+    ``progress`` (``$/progress`` while the client shows it, else None) and ``on_unload`` (the loaded backend goes
+    away: what was cached from it is stale).
     """
 
-    def __init__(self, server: DGemmaServer, create: Callable[[Settings], Backend] = create_backend) -> None:
-        self.server = server
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        log_fn: Callable[[int, str], None],
+        show_error: Callable[[str], None] = lambda message: None,
+        progress: Callable[[], Progress | None] = lambda: None,
+        on_unload: Callable[[], None] = lambda: None,
+        create: Callable[[Settings], Backend] = create_backend,
+    ) -> None:
+        self._settings = settings
+        self._log = log_fn
+        self._show_error = show_error
+        self._progress = progress
+        self._on_unload = on_unload
         self.create = create
         self.backend: Backend | None = None
         self.listeners: list[Callable[[str], None]] = []  # told (soon after) each change of ``state``
@@ -171,41 +194,6 @@ class BackendManager:
                 out["info"] = {"error": str(exc)}
         return out
 
-    def generate_for(self, uri: str) -> GenerateFn:
-        """The backend's ``generate`` under the global concurrency cap, counted in stats, with a deadline."""
-        server = self.server
-
-        async def generate(req: CanvasRequest) -> AsyncIterator[CanvasEvent]:
-            backend = self.backend
-            if backend is None:
-                raise BackendError("the model is not loaded")
-            doc = server.docs.get(uri)
-            if doc is not None and doc.excluded:  # the features refuse first; this is the last line of defence
-                raise BackendError(f"nothing is sent to the model for this file: {doc.excluded}")
-            s = server.settings
-            if req.deadline is None:
-                req.deadline = time.monotonic() + s.request_timeout_s
-            async with server.completion._semaphore(s.max_concurrent):
-                server.stats.generation_started(uri)
-                outcome = "failed"
-                agen = backend.generate(req)
-                try:
-                    async for ev in agen:
-                        yield ev
-                        if isinstance(ev, Done):
-                            outcome = "completed"
-                except (asyncio.CancelledError, GeneratorExit):
-                    outcome = "cancelled"
-                    raise
-                finally:
-                    try:
-                        await asyncio.shield(agen.aclose())
-                    except (Exception, asyncio.CancelledError):
-                        pass
-                    server.stats.generation_ended(uri, outcome)
-
-        return generate
-
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self, reason: str = "start") -> asyncio.Task:
@@ -217,7 +205,7 @@ class BackendManager:
     def failed(self, exc: BackendError) -> None:
         """A generate() said the backend is gone: reload it once (requests meanwhile get empty answers)."""
         if self.state == "ready":
-            self.server.log_line(logging.ERROR, f"backend died ({exc}); reloading")
+            self._log(logging.ERROR, f"backend died ({exc}); reloading")
             self.state = "failed"
             self.error = str(exc)
             self.start(reason="backend died")
@@ -242,7 +230,7 @@ class BackendManager:
     async def _drop_current(self) -> None:
         old, self.backend = self.backend, None
         self.state, self.error = "loading", ""
-        self.server.completion.clear_cache()
+        self._on_unload()
         if old is not None:
             try:
                 await old.aclose()
@@ -253,12 +241,12 @@ class BackendManager:
         ready = self._ready_event()
         ready.clear()
         await self._drop_current()
-        s = self.server.settings
+        s = self._settings()
         label = s.model or "the default model"
-        progress = _LoadProgress(self.server, label)
+        progress = _LoadProgress(self._progress, self._log, label)
         await progress.create()
         progress.begin(f"loading {s.backend}: {label}")
-        self.server.log_line(logging.INFO, f"loading backend {s.backend} ({label}; {reason})")
+        self._log(logging.INFO, f"loading backend {s.backend} ({label}; {reason})")
         t0 = time.monotonic()
         outcome = ""
         ticker = asyncio.ensure_future(progress.heartbeat(t0))
@@ -287,17 +275,15 @@ class BackendManager:
         ready.set()
         info = backend.info()
         outcome = f"ready: {info.name} {info.model} on {info.device} in {time.monotonic() - t0:.1f}s"
-        self.server.log_line(logging.INFO, f"backend {outcome}")
+        self._log(logging.INFO, f"backend {outcome}")
         return outcome
 
     def _record_failure(self, s: Settings, exc: Exception) -> str:
         msg = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
         self.state, self.error = "failed", msg
-        self.server.log_line(logging.ERROR, f"backend {s.backend} could not start: {msg}")
+        self._log(logging.ERROR, f"backend {s.backend} could not start: {msg}")
         try:
-            self.server.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Error, message=f"dgemma-lsp: {msg}")
-            )
+            self._show_error(f"dgemma-lsp: {msg}")
         except Exception:
             pass
         return f"failed: {msg}"

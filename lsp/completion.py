@@ -6,7 +6,7 @@ The pipeline for one request (everything model-related stays behind :class:`Comp
 1. typing-through: the user typed the start of the suggestion on screen -> the remainder, no model call;
 2. cache: the same text around the cursor was answered before -> the cached answer;
 3. otherwise a job: debounce (adaptive: :mod:`.debounce`), wait for the document's previous generation to
-   stop (at most one per document), take a slot of the global semaphore (``settings.max_concurrent``),
+   stop (at most one per document), take a slot of the global cap (:class:`.model_guard.ModelGuard`),
    build context + plan + prompt, stream the backend's canvases as ``dgemma/canvas`` notifications, clean
    the text.
 
@@ -45,6 +45,7 @@ from .context import Snippet, build_context, plan_completion
 from .debounce import AdaptiveDebounce
 from .documents import Document
 from .infill import make_request
+from .model_guard import FINISHED, ModelGuard, hard_limit_s
 from .postprocess import clean_completion
 from .stats import Stats
 from .text import PositionError, utf16_len
@@ -119,6 +120,7 @@ class CompletionEngine:
         not_ready: Callable[[], str] | None = None,
         history: Callable[[Document, Callable[[str], int]], str] | None = None,
         refuse: Callable[[Document, str], bool] | None = None,
+        guard: ModelGuard | None = None,
     ) -> None:
         self._settings = settings
         self._backend = backend
@@ -135,8 +137,7 @@ class CompletionEngine:
         self.last_generation: dict[str, tuple[str, float | None, float]] = {}
         self._docs: dict[str, _DocState] = {}
         self._cache: OrderedDict[tuple[str, str, str], _Answer] = OrderedDict()
-        self._sem: asyncio.Semaphore | None = None
-        self._sem_size = 0
+        self.guard = guard or ModelGuard(settings, stats)  # the global cap, shared with the other features
         self._ids = itertools.count(1)
         self.debounce = AdaptiveDebounce()
 
@@ -335,9 +336,9 @@ class CompletionEngine:
         s: Settings,
         mode: str,
     ) -> str | None:
-        """One canvas job under the global cap; streams ``dgemma/canvas``; None on failure/cancel."""
-        sem = self._semaphore(s.max_concurrent)
-        async with sem:
+        """One canvas job under the global cap (:class:`ModelGuard`); streams ``dgemma/canvas``; None on
+        failure/cancel."""
+        async with self.guard.slot():
             token = CancelToken()
             req.cancel = token
             job.tokens.append(token)
@@ -356,102 +357,86 @@ class CompletionEngine:
                 "candidate": candidate,
                 "mode": mode,
             }
-            self.stats.generation_started(doc.uri)
-            outcome = "failed"
             final_text = ""
-            agen = backend.generate(req)
             committed: list[str] = []
             last_sent = None
             low: float | None = None
-            try:
-                # the backend honours req.deadline; this guard catches one that hangs anyway
-                async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
-                    async for ev in agen:
-                        if isinstance(ev, Draft) and preview:
-                            shown = clean("".join(committed) + ev.text)
-                            if shown != last_sent:
-                                last_sent = shown
-                                self._canvas(base, shown, "draft", ev.canvas_index, ev.step, False)
-                        elif isinstance(ev, Committed):
-                            committed.append(ev.text)
-                            if preview:
-                                self._canvas(
-                                    base, clean("".join(committed)), "committed", ev.canvas_index, ev.steps, False
-                                )
-                        elif isinstance(ev, Done):
-                            final_text = ev.text
-                            outcome = "completed"
-                            # the backend's own time, beside the server's per answer: what the LSP layer adds
-                            self.stats.latency(f"{backend.name}.generate", ev.stats.wall_s)
-                            if isinstance(ev.stats.extra.get("timeline_ms"), dict):
-                                self.stats.timeline(backend.name, ev.stats.extra["timeline_ms"])
-                            low = below(ev, gate)
-                            if low is not None and clean(ev.text):
-                                # the model's own confidence says noise: show nothing rather than noise
-                                outcome, final_text = "withheld", ""
-                                self.stats.inc("withheld")
-                                self._log(
-                                    logging.INFO,
-                                    f"suggestion withheld: confidence {low:.3g} < min_confidence {gate:.2f} "
-                                    f"({backend.name})",
-                                )
-                            break
-                if outcome not in ("completed", "withheld"):
-                    raise BackendError("the backend stream ended without a result")
-                return final_text
-            except asyncio.CancelledError:
-                outcome = "cancelled"
-                raise
-            except (TimeoutError, DeadlineExceeded):
-                outcome = "timeout"
-                self._log(
-                    logging.WARNING, f"inline completion timed out after {s.request_timeout_s:.1f}s ({backend.name})"
-                )
-                return None
-            except BackendError as exc:
-                if exc.kind == "cancelled":
-                    outcome = "cancelled"
-                    return None
-                if isinstance(exc, BackendUnavailable) and self._on_backend_failure:
-                    self._on_backend_failure(exc)  # it says so, in one line, and reloads the backend
-                else:
-                    self._log(logging.ERROR, f"inline completion failed ({backend.name}): {exc}")
-                return None
-            except Exception as exc:  # a broken backend must not take the server down
-                log.exception("backend generate crashed")
-                self._log(logging.ERROR, f"inline completion failed ({backend.name}): {type(exc).__name__}: {exc}")
-                if self._on_backend_failure:
-                    self._on_backend_failure(BackendError(str(exc)))
-                return None
-            finally:
-                token.cancel()
 
-                def end() -> None:
-                    self.stats.generation_ended(doc.uri, outcome)
-                    self.last_generation[doc.uri] = (outcome, low if outcome == "withheld" else None, gate)
-                    if stream:
-                        final = clean(final_text) if outcome == "completed" else ""
-                        self._canvas(base, final, "committed", len(committed), 0, True, outcome=outcome)
+            def end(outcome: str) -> None:
+                self.last_generation[doc.uri] = (outcome, low if outcome == "withheld" else None, gate)
+                if stream:
+                    final = clean(final_text) if outcome == "completed" else ""
+                    self._canvas(base, final, "committed", len(committed), 0, True, outcome=outcome)
 
-                # A finished generation's final goes out with its drafts, before the stream's cleanup; a stopped
-                # one's only once the backend has really let go of it.
-                finished = outcome in ("completed", "withheld")
-                if finished:
-                    end()
+            # A finished generation's final goes out with its drafts, before the stream's cleanup; a stopped
+            # one's only once the backend has really let go of it (ModelGuard.call runs ``end``).
+            async with self.guard.call(backend, req, doc.uri, on_end=end) as call:
                 try:
-                    await asyncio.shield(agen.aclose())
-                except (Exception, asyncio.CancelledError):
-                    pass
-                if not finished:
-                    end()
+                    async with asyncio.timeout(hard_limit_s(s)):
+                        async for ev in call.events:
+                            if isinstance(ev, Draft) and preview:
+                                shown = clean("".join(committed) + ev.text)
+                                if shown != last_sent:
+                                    last_sent = shown
+                                    self._canvas(base, shown, "draft", ev.canvas_index, ev.step, False)
+                            elif isinstance(ev, Committed):
+                                committed.append(ev.text)
+                                if preview:
+                                    self._canvas(
+                                        base, clean("".join(committed)), "committed", ev.canvas_index, ev.steps, False
+                                    )
+                            elif isinstance(ev, Done):
+                                final_text = ev.text
+                                call.outcome = "completed"
+                                low = self._done(backend, ev, gate, clean)
+                                if low is not None:
+                                    call.outcome, final_text = "withheld", ""
+                                break
+                    if call.outcome not in FINISHED:
+                        raise BackendError("the backend stream ended without a result")
+                    return final_text
+                except (TimeoutError, DeadlineExceeded):
+                    call.outcome = "timeout"
+                    self._log(
+                        logging.WARNING,
+                        f"inline completion timed out after {s.request_timeout_s:.1f}s ({backend.name})",
+                    )
+                    return None
+                except BackendError as exc:
+                    if exc.kind == "cancelled":
+                        call.outcome = "cancelled"
+                        return None
+                    if isinstance(exc, BackendUnavailable) and self._on_backend_failure:
+                        self._on_backend_failure(exc)  # it says so, in one line, and reloads the backend
+                    else:
+                        self._log(logging.ERROR, f"inline completion failed ({backend.name}): {exc}")
+                    return None
+                except Exception as exc:  # a broken backend must not take the server down
+                    log.exception("backend generate crashed")
+                    self._log(logging.ERROR, f"inline completion failed ({backend.name}): {type(exc).__name__}: {exc}")
+                    if self._on_backend_failure:
+                        self._on_backend_failure(BackendError(str(exc)))
+                    return None
+                finally:
+                    token.cancel()
+
+    def _done(self, backend: Backend, ev: Done, gate: float, clean: Callable[[str], str]) -> float | None:
+        """Record a finished generation; the confidence below the gate when the suggestion is withheld, else None."""
+        # the backend's own time, beside the server's per answer: what the LSP layer adds
+        self.stats.latency(f"{backend.name}.generate", ev.stats.wall_s)
+        if isinstance(ev.stats.extra.get("timeline_ms"), dict):
+            self.stats.timeline(backend.name, ev.stats.extra["timeline_ms"])
+        low = below(ev, gate)
+        if low is None or not clean(ev.text):
+            return None
+        # the model's own confidence says noise: show nothing rather than noise
+        self.stats.inc("withheld")
+        self._log(
+            logging.INFO, f"suggestion withheld: confidence {low:.3g} < min_confidence {gate:.2f} ({backend.name})"
+        )
+        return low
 
     # -- helpers ----------------------------------------------------------------------------------------------
-
-    def _semaphore(self, size: int) -> asyncio.Semaphore:
-        size = max(1, min(4, size))
-        if self._sem is None or self._sem_size != size:
-            self._sem, self._sem_size = asyncio.Semaphore(size), size
-        return self._sem
 
     def _canvas(
         self,

@@ -12,16 +12,17 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from lsprotocol import types
+
+from dgemma_lsp.config import Settings
 
 from . import structure_worker
 from .diagnostics import normalize_language
 from .documents import Document
-
-if TYPE_CHECKING:
-    from .server import DGemmaServer
+from .stats import Stats
 
 __all__ = ["DiagnosticsScheduler", "DEBOUNCE_S", "PROCESS_DIAGNOSTICS_CHARS"]
 
@@ -59,10 +60,26 @@ def to_diagnostics(issues: list[Any], ranges: list[tuple[int, int, int, int]]) -
 
 
 class DiagnosticsScheduler:
-    """One pass at a time per document, the latest version only; results cached per document version."""
+    """One pass at a time per document, the latest version only; results cached per document version.
 
-    def __init__(self, server: DGemmaServer) -> None:
-        self.server = server
+    Collaborators: ``settings`` (in force), ``document`` (an open document by URI, or None), ``publish``
+    (``textDocument/publishDiagnostics`` to the client), ``stats`` and ``log_fn`` (a line to the log and the client).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        document: Callable[[str], Document | None],
+        publish: Callable[[types.PublishDiagnosticsParams], None],
+        stats: Stats,
+        log_fn: Callable[[int, str], None],
+    ) -> None:
+        self._settings = settings
+        self._document = document
+        self._send = publish
+        self._stats = stats
+        self._log = log_fn
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgemma-diag")
         self._process: concurrent.futures.ProcessPoolExecutor | None = None
         self._process_failed = False
@@ -88,7 +105,7 @@ class DiagnosticsScheduler:
 
     def rescan(self) -> None:
         """Run every document's pass again at once (the settings that decide about diagnostics changed)."""
-        uris = [u for u in list(self._issues) if self.server.docs.get(u)]
+        uris = [u for u in list(self._issues) if self._document(u)]
         uris += [u for u in self._tasks if u not in self._issues]
         for uri in uris:
             self.schedule(uri, 0)
@@ -108,7 +125,7 @@ class DiagnosticsScheduler:
 
     def skip_reason(self, doc: Document) -> str | None:
         """Why the document gets no structure analysis, or None when it does."""
-        s = self.server.settings
+        s = self._settings()
         if normalize_language(doc.language_id) is None:
             return "language"
         if not s.enabled_for(doc.language_id):
@@ -145,19 +162,17 @@ class DiagnosticsScheduler:
                 return await loop.run_in_executor(self._process, structure_worker.compute, text, language_id)
             except (concurrent.futures.process.BrokenProcessPool, OSError, RuntimeError) as exc:
                 self._process_failed = True
-                self.server.log_line(logging.WARNING, f"diagnostics worker process unavailable ({exc}); using a thread")
+                self._log(logging.WARNING, f"diagnostics worker process unavailable ({exc}); using a thread")
         return await loop.run_in_executor(self._pool, structure_worker.compute, text, language_id)
 
     def _publish(self, uri: str, diags: list[types.Diagnostic], version: int | None = None) -> None:
-        self.server.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version)
-        )
+        self._send(types.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=version))
 
     def _withdraw(self, uri: str, reason: str | None) -> None:
         """No pass for this document: say why once, and clear what was published before."""
         if reason and reason != "language" and uri not in self._skip_logged:
             self._skip_logged.add(uri)
-            self.server.log_line(logging.INFO, f"no structure diagnostics for {uri}: {reason}")
+            self._log(logging.INFO, f"no structure diagnostics for {uri}: {reason}")
         if uri in self._issues:
             self._issues.pop(uri, None)
             self._publish(uri, [])
@@ -165,11 +180,11 @@ class DiagnosticsScheduler:
     async def _diagnose(self, uri: str, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        doc = self.server.docs.get(uri)
+        doc = self._document(uri)
         if doc is None:
             return
         reason = self.skip_reason(doc)
-        if reason or not self.server.settings.diagnostics:
+        if reason or not self._settings().diagnostics:
             self._withdraw(uri, reason)
             return
         version, text, lang = doc.version, doc.text, doc.language_id
@@ -179,12 +194,12 @@ class DiagnosticsScheduler:
             diags = to_diagnostics(issues, ranges)
         except Exception as exc:
             log.exception("diagnostics failed")
-            self.server.log_line(logging.ERROR, f"structure diagnostics failed for {uri}: {type(exc).__name__}: {exc}")
+            self._log(logging.ERROR, f"structure diagnostics failed for {uri}: {type(exc).__name__}: {exc}")
             return
-        self.server.stats.latency("diagnostics", time.monotonic() - t0)
-        cur = self.server.docs.get(uri)
+        self._stats.latency("diagnostics", time.monotonic() - t0)
+        cur = self._document(uri)
         if cur is None or cur.version != version:
             return  # stale: a newer pass is scheduled
         self._issues[uri] = (version, issues)
-        self.server.stats.inc("diagnostics_published")
+        self._stats.inc("diagnostics_published")
         self._publish(uri, diags, version)

@@ -28,7 +28,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
@@ -37,7 +37,6 @@ from dgemma_lsp.backend.contract import (
     Backend,
     BackendError,
     CancelToken,
-    CanvasEvent,
     CanvasRequest,
     ChatMessage,
     Done,
@@ -49,6 +48,7 @@ from .context import trim_prefix, trim_suffix
 from .diagnostics import normalize_language
 from .documents import Document
 from .edit_history import EditHistory, EditRecord
+from .model_guard import GenerateFn, hard_limit_s
 from .next_edit_sites import candidate_sites, pick_site_region
 from .outcome import Outcome, OutcomeBoard, classify
 from .postprocess import strip_special_tokens
@@ -324,9 +324,6 @@ def _seed(region: str, tokenizer: Any, count_tokens: Callable[[str], int], canva
     return {"seed_text": region, "canvas_length": length, "seed_tokens": n}
 
 
-GenerateFn = Callable[[CanvasRequest], AsyncIterator[CanvasEvent]]
-
-
 async def suggest_once(
     doc: Document,
     line: int,
@@ -395,7 +392,7 @@ async def suggest_once(
     agen = generate(req)
     try:
         # the backend honours req.deadline; this guard catches one that hangs anyway
-        async with asyncio.timeout(s.request_timeout_s + max(1.0, 0.25 * s.request_timeout_s)):
+        async with asyncio.timeout(hard_limit_s(s)):
             async for ev in agen:
                 if isinstance(ev, Done):
                     done = ev

@@ -7,29 +7,30 @@ were inserted and returns items that extend it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from lsprotocol import types
 
 from .documents import Document
 from .text import LineIndex, PositionError
 
-if TYPE_CHECKING:
-    from .server import DGemmaServer
+__all__ = ["complete_after_selection", "Complete"]
 
-__all__ = ["complete_after_selection"]
+# CompletionEngine.complete: (doc, line, character) -> items
+Complete = Callable[[Document, int, int], Awaitable[list[types.InlineCompletionItem]]]
 
 
 async def complete_after_selection(
-    ls: DGemmaServer, doc: Document, selected: types.SelectedCompletionInfo, invoked: bool
+    complete: Complete, log_fn: Callable[[int, str], None], doc: Document, selected: types.SelectedCompletionInfo
 ) -> list[types.InlineCompletionItem]:
-    """Items for ``doc`` with ``selected`` inserted: each starts with the selected text."""
+    """Items for ``doc`` with ``selected`` inserted: each starts with the selected text. ``complete`` answers for a
+    document at a position (the server binds ``invoked`` and the request id)."""
     r = selected.range
     try:
         a = doc.offset(r.start.line, r.start.character)
         b = doc.offset(r.end.line, r.end.character)
     except PositionError as exc:
-        ls.log_line(logging.WARNING, f"inline completion: bad selectedCompletionInfo range ({exc})")
+        log_fn(logging.WARNING, f"inline completion: bad selectedCompletionInfo range ({exc})")
         return []
     if b < a:
         return []
@@ -38,7 +39,7 @@ async def complete_after_selection(
     virtual.shown_path = doc.shown_path  # the prompt names the file as for the document itself
     virtual.excluded = doc.excluded
     vline, vchar = virtual.position(a + len(selected.text))
-    items = await ls.completion.complete(virtual, vline, vchar, invoked=invoked, request_id=ls.protocol.msg_id)
+    items = await complete(virtual, vline, vchar)
     out = []
     for item in items:
         assert item.range is not None and isinstance(item.insert_text, str)  # complete() gives both

@@ -2,15 +2,18 @@
 
 The parts, each in its own module: the document store (:mod:`.documents`), settings from ``initializationOptions``
 / ``workspace/configuration`` / ``didChangeConfiguration`` (:mod:`.settings`), the backend's lifecycle with
-``$/progress`` (:mod:`.backend_manager`), inline completion and ``dgemma/canvas`` streaming (:mod:`.completion`),
-next edits (:mod:`.next_edit`), structure diagnostics off the event loop (:mod:`.diagnostics_scheduler`), code
-actions listed instantly and resolved with the model (:mod:`.code_actions`), and local stats (:mod:`.stats`).
-This module registers the handlers, the ``workspace/executeCommand`` commands and the process entry.
+``$/progress`` (:mod:`.backend_manager`), the one guarded model call (:mod:`.model_guard`), inline completion and
+``dgemma/canvas`` streaming (:mod:`.completion`), next edits (:mod:`.next_edit`), structure diagnostics off the
+event loop (:mod:`.diagnostics_scheduler`), code actions listed instantly and resolved with the model
+(:mod:`.code_actions`), and local stats (:mod:`.stats`). No part imports this module: :class:`DGemmaServer` hands
+each the few things it uses (a settings getter, log / send functions, the backend handle). This module builds the
+parts, registers the handlers, the ``workspace/executeCommand`` commands and the process entry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -24,11 +27,11 @@ from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp.config import ConfigError, Settings
 
-from . import client_log, code_actions, outcome
+from . import client_log, outcome
 from . import copilot_family as cf
 from . import next_edit as ne
 from .backend_manager import BackendManager
-from .code_actions import CODE_ACTION_KINDS
+from .code_actions import CODE_ACTION_KINDS, CodeActions
 from .completion import ACCEPT_COMMAND, CompletionEngine
 from .confidence import threshold
 from .diagnostics_scheduler import DiagnosticsScheduler
@@ -36,6 +39,7 @@ from .documents import Document, DocumentStore, root_paths
 from .edit_history import EditHistory
 from .exclusion import Exclusion
 from .log_file import configure_file_log, configure_logging
+from .model_guard import ModelGuard
 from .params import arg as _arg
 from .params import plain as _plain
 from .params import uri_of as _uri_of
@@ -90,10 +94,23 @@ class DGemmaServer(LanguageServer):
         self.docs = DocumentStore()
         self.stats = Stats()
         self.client_caps: types.ClientCapabilities | None = None
-        self.backend_mgr = BackendManager(self)
+        self.backend_mgr = BackendManager(
+            settings=lambda: self.settings,
+            log_fn=self.log_line,
+            show_error=self._show_error,
+            progress=self._progress,
+            on_unload=lambda: self.completion.clear_cache(),
+        )
         self.history = EditHistory()  # recent edits per document, memory only (lsp/edit_history.py)
         # secret files never reach a model (lsp/secret_files.py): features ask exclusion.refuse first
         self.exclusion = Exclusion(self.docs, self.stats, self.log_line, self._show_error, self._drop_excluded)
+        # the one guarded model call (global cap, stats, stream cleanup) of completion, next edits and repair
+        self.guard = ModelGuard(
+            lambda: self.settings,
+            self.stats,
+            backend=lambda: self.backend_mgr.backend,
+            excluded=lambda uri: (doc.excluded or "") if (doc := self.docs.get(uri)) is not None else "",
+        )
         self.completion = CompletionEngine(
             settings=lambda: self.settings,
             backend=self.backend_mgr.ready_backend,
@@ -105,6 +122,7 @@ class DGemmaServer(LanguageServer):
             not_ready=self.backend_mgr.not_ready_reason,
             history=lambda doc, count: self.history.render(doc.uri, count, self.settings.edit_history_tokens),
             refuse=self.exclusion.refuse,
+            guard=self.guard,
         )
         self.outcomes = outcome.OutcomeBoard(self._notify)  # why nothing is shown (lsp/outcome.py)
         self.copilot = cf.CopilotStatus(self._notify)  # didChangeStatus for Copilot-family clients
@@ -112,7 +130,7 @@ class DGemmaServer(LanguageServer):
         self.next_edit = ne.NextEditEngine(
             settings=lambda: self.settings,
             backend=self.backend_mgr.ready_backend,
-            generate=self.backend_mgr.generate_for,
+            generate=self.guard.generate_for,
             tokenizer=self.backend_mgr.tokenizer,
             history=self.history,
             stats=self.stats,
@@ -122,7 +140,27 @@ class DGemmaServer(LanguageServer):
             not_ready=self.backend_mgr.not_ready_reason,
         )
         self.exclusion.refresh(settings.exclude_files)
-        self.diagnostics = DiagnosticsScheduler(self)
+        self.diagnostics = DiagnosticsScheduler(
+            settings=lambda: self.settings,
+            document=self.docs.get,
+            publish=lambda params: self.text_document_publish_diagnostics(params),
+            stats=self.stats,
+            log_fn=self.log_line,
+        )
+        self.code_actions = CodeActions(
+            settings=lambda: self.settings,
+            document=self.docs.get,
+            diagnostics=self.diagnostics,
+            backend=self.backend_mgr,
+            generate=self.guard.generate_for,
+            refuse=self.exclusion.refuse,
+            stats=self.stats,
+            log_fn=self.log_line,
+            show_warning=lambda message: self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=message)
+            ),
+            apply_edit=self._apply_edit,
+        )
         self._reporting = False
         self.exiting = False  # after `exit` the transport is closed: nothing may be sent any more
 
@@ -175,6 +213,14 @@ class DGemmaServer(LanguageServer):
     def supports_progress(self) -> bool:
         caps = self.client_caps
         return bool(caps and caps.window and caps.window.work_done_progress)
+
+    def _progress(self) -> Any:
+        """``$/progress`` for a backend load, while the client shows it and the server is not exiting."""
+        return self.work_done_progress if self.supports_progress() and not self.exiting else None
+
+    async def _apply_edit(self, edit: types.WorkspaceEdit, label: str) -> bool:
+        result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+        return bool(result.applied)
 
     def _supports_configuration(self) -> bool:
         caps = self.client_caps
@@ -386,7 +432,8 @@ async def inline_completion(ls: DGemmaServer, params: types.InlineCompletionPara
     try:
         selected = params.context.selected_completion_info if params.context else None
         if selected is not None and selected.text:
-            items = await complete_after_selection(ls, doc, selected, invoked)
+            complete = functools.partial(ls.completion.complete, invoked=invoked, request_id=ls.protocol.msg_id)
+            items = await complete_after_selection(complete, ls.log_line, doc, selected)
         else:
             items = await ls.completion.complete(
                 doc, params.position.line, params.position.character, invoked=invoked, request_id=ls.protocol.msg_id
@@ -504,7 +551,7 @@ async def code_action(ls: DGemmaServer, params: types.CodeActionParams) -> list[
     if doc is None:
         return []
     try:
-        return await code_actions.list_actions(ls, doc, params)
+        return await ls.code_actions.list_actions(doc, params)
     except Exception as exc:
         log.exception("code action listing failed")
         ls.log_line(logging.ERROR, f"code actions failed: {type(exc).__name__}: {exc}")
@@ -513,7 +560,7 @@ async def code_action(ls: DGemmaServer, params: types.CodeActionParams) -> list[
 
 @_feature(types.CODE_ACTION_RESOLVE)
 async def code_action_resolve(ls: DGemmaServer, action: types.CodeAction) -> types.CodeAction:
-    return await code_actions.resolve(ls, action)
+    return await ls.code_actions.resolve(action)
 
 
 # commands
@@ -572,7 +619,7 @@ async def cmd_fix(ls: DGemmaServer, *args: Any) -> dict[str, Any]:
     if doc is None:
         raise JsonRpcInvalidParams(f"{CMD_FIX} needs [uri] of an open document")
     mode = value.get("mode", ls.settings.repair) if isinstance(value, dict) else ls.settings.repair
-    return await code_actions.apply_fix_all(ls, doc, mode)
+    return await ls.code_actions.apply_fix_all(doc, mode)
 
 
 @_command(CMD_RESTART)
