@@ -287,6 +287,7 @@ class Feeder:
         got = self.q.get()
         self.wait_s += time.perf_counter() - t0
         if isinstance(got, Exception):
+            self.close()  # a pool left to the garbage collector writes to closed pipes
             raise got
         return got
 
