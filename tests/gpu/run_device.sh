@@ -24,9 +24,11 @@
 #               NEXT_EDITS=N (default 0): then N timed dgemma/nextEdit requests per config, same server and engine
 #   step        bench/gpu_step.py --parts vllm with JOBS (and JOB_TIMEOUTS): engine step timings
 #   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
-#   lean-train  the embedded model's trainer (training/lean_train.py; carry .train_data): LEAN_MIN minutes, LEAN_ARGS;
-#               LEAN_INIT=/tmp/lean continues the last run on the same warm machine. The int8 checkpoint comes back as
-#               $OUT/lean-int8.tar.part-* (cat them), the log as $OUT/lean.log, the corpus manifest of this machine as $OUT/corpus.json
+#   lean-train  the embedded model's trainer (training/lean_train.py; carry packs .train_data/pack-*.jsonl.gz, they
+#               stay in /tmp/train_data for later calls): LEAN_MIN minutes, LEAN_ARGS; LEAN_INIT=/tmp/lean continues
+#               the last run on the same warm machine (LEAN_INIT=backend/models/small: from the shipped int8 model);
+#               LEAN_PROFILE=1 adds $OUT/lean-profile.txt (kernels of 5 steps). The int8 checkpoint comes back as
+#               $OUT/lean-int8.tar.part-* (cat them), the log as $OUT/lean.log, the corpus manifest as $OUT/corpus.json
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
@@ -104,12 +106,16 @@ run_stage() {
     timeout "$(left)" python3 bench/gpu_step.py --parts "${PARTS:?PARTS=floors,kernels,...}" ${ARGS:-} --out "$OUT/gpu_step.jsonl" ;;
   lean-train)
     install_shim; export PYTHONPATH="$PWD:$PYTHONPATH" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-    [ -f "$OUT/corpus.json" ] || [ -n "${LEAN_INIT:-}" ] || timeout 120 python3 -m training.corpus manifest \
-        --pack .train_data/pack-v2.jsonl.gz --out "$OUT/corpus.json" > "$OUT/corpus.out" 2>&1
+    # packs carried by this call join those earlier calls left in /tmp (a call carries at most 64 MiB with the tree)
+    mkdir -p /tmp/train_data && cp -n .train_data/pack-*.jsonl.gz /tmp/train_data/ 2>/dev/null
+    PACKS=$(ls /tmp/train_data/pack-*.jsonl.gz | paste -sd, -); echo "packs: $PACKS"
+    [ -f "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" ] || timeout 180 python3 -m training.corpus \
+        manifest --pack "$PACKS" --out "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" > "$OUT/corpus.out" 2>&1
+    cp "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" "$OUT/corpus.json" 2>/dev/null
     rm -rf /tmp/lean-next
     timeout "$(( $(left) - 40 ))" python3 -m training.lean_train ${LEAN_INIT:+--init "$LEAN_INIT"} --out /tmp/lean-next \
-        --minutes "${LEAN_MIN:-8}" --workers 14 --pack .train_data/pack-v2.jsonl.gz --log "$OUT/lean.log" \
-        ${LEAN_ARGS:-} > "$OUT/lean.out" 2>&1
+        --minutes "${LEAN_MIN:-8}" --workers 14 --pack "$PACKS" --log "$OUT/lean.log" \
+        ${LEAN_ARGS:-} ${LEAN_PROFILE:+--profile "$OUT/lean-profile.txt"} > "$OUT/lean.out" 2>&1
     echo "lean_train exit $?"; grep -v "^\[" "$OUT/lean.out" | tail -n 20; tail -n 4 "$OUT/lean.log"
     if [ -d /tmp/lean-next ]; then
       rm -rf /tmp/lean && mv /tmp/lean-next /tmp/lean
