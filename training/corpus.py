@@ -9,14 +9,18 @@ Sources (each document belongs to a *project*, the unit of licence, split and ma
 * **the pack** (``.train_data/pack-v2.jsonl.gz``, built once on the dev machine by :func:`build_pack`): TypeScript,
   JavaScript, JSON and Markdown from the pinned npm packages of :data:`NPM_PACKAGES` (licence read from each
   tarball's own package.json) and Markdown from Debian documentation whose copyright file states a permissive
-  licence for the package as a whole.
+  licence for the package as a whole;
+* **the PyPI packs** (``.train_data/pack-pypi-1.jsonl.gz``, ``-2``, ..., at most 25 MB gzip each, by
+  :func:`build_pypi_packs`): the Python files of the pinned sdists of :data:`PYPI_PACKAGES` (licence read from each
+  sdist's own PKG-INFO, then its licence files), same record format; packages already in site-packages here or on the
+  GPU image (``--skip-from`` its manifest) are skipped, as they are in the corpus already.
 
 Rules, frozen (changing them changes what the model may have seen; bump :data:`CORPUS_VERSION`):
 
 * **Reserved for an outside evaluation** (:data:`RESERVED`): never used, wherever they occur: a distribution or npm
   package of that name, a fork named like it (``httpx2``), a derivative whose dash-separated name contains it
   (``flask-cors``, ``types-requests``), and any file with a path component naming the import package
-  (``pip/_vendor/requests/...``).
+  (``pip/_vendor/requests/...``), in site-packages and in packs alike.
 * **Split by project**: ``eval`` when ``int(sha1(name).hexdigest(), 16) % 20 == 0`` (name normalized by
   :func:`normalize`) or the project is in :data:`HELD_OUT` (the projects of the frozen completion set,
   ``bench/completion_cases.py``, held out even where they happen to be installed, vendored copies included);
@@ -24,18 +28,21 @@ Rules, frozen (changing them changes what the model may have seen; bump :data:`C
 * **Licences accepted**: MIT, BSD (0/2/3-clause), Apache-2.0, ISC, PSF/Python, Unlicense, Zlib, CC0, HPND, MIT-0,
   BlueOak and public domain. Not: GPL/LGPL/AGPL, MPL/EPL/CDDL (weak copyleft), proprietary, unknown.
 * **Files**: utf-8, <= 120 kB, not generated-looking (``sources._read``); exact duplicates (whitespace-normalized
-  content hash) kept once across everything, eval projects first so that no eval text is also trained on.
+  content hash) kept once across everything (the index and every pack, at load time too), eval first so that no
+  eval text is also trained on.
 
 API for the trainer::
 
     docs = load_docs("train", ".train_data/pack-v2.jsonl.gz")   # {"python": [Doc...], "typescript": [...], ...}
     docs = load_docs("train", pack, shard=(worker, n_workers))  # a data worker's disjoint 1/n share
+    docs = load_docs("train", "a.jsonl.gz,b.jsonl.gz")            # several packs (or a list); a missing one raises
 
 ``load_docs`` builds the Python index once per interpreter (cached under the temp folder; see
 :func:`python_index`), so data workers pay only for reading their files. Manifest::
 
     python -m training.corpus pack --out .train_data/pack-v2.jsonl.gz        # dev machine, needs npm
-    python -m training.corpus manifest --pack .train_data/pack-v2.jsonl.gz --out corpus_manifest.json
+    python -m training.corpus pypi --out .train_data/pack-pypi.jsonl.gz --skip-from corpus-h100.json  # -1, -2, ...
+    python -m training.corpus manifest --pack .train_data/pack-v2.jsonl.gz --pack ... --out corpus_manifest.json
 """
 
 from __future__ import annotations
@@ -206,6 +213,282 @@ NPM_PACKAGES: tuple[tuple[str, str], ...] = (
     ("matter-js", "0.20.0"),
     ("io-ts", "2.2.22"),
     ("fp-ts", "2.16.11"),
+)
+
+# The PyPI packs: sdists of popular pure-Python packages, pinned. None is on the GPU image or in this machine's
+# site-packages (those are in the corpus already), reserved, held out, or a fork / extension of a reserved project
+# (quart, cattrs, asyncclick, niquests, respx ... are left off on purpose); the licence is checked again from each
+# sdist's own PKG-INFO.
+PYPI_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("aiosqlite", "0.22.1"),
+    ("alabaster", "1.0.0"),
+    ("alembic", "1.20.1"),
+    ("altair", "6.3.0"),
+    ("amqp", "5.4.2"),
+    ("apispec", "6.10.1"),
+    ("apscheduler", "3.11.3"),
+    ("argcomplete", "3.7.2"),
+    ("ariadne", "1.1.1"),
+    ("arrow", "1.4.0"),
+    ("asciimatics", "1.15.0"),
+    ("asgiref", "3.13.0"),
+    ("asn1crypto", "1.5.1"),
+    ("astor", "0.8.1"),
+    ("async-timeout", "5.0.1"),
+    ("authlib", "1.9.10"),
+    ("autopep8", "2.3.2"),
+    ("avro", "1.12.2"),
+    ("babel", "2.19.0"),
+    ("backoff", "2.2.1"),
+    ("bandit", "1.9.4"),
+    ("beautifulsoup4", "4.15.0"),
+    ("beniget", "0.5.0"),
+    ("billiard", "4.3.2"),
+    ("binaryornot", "0.6.0"),
+    ("black", "26.10.1"),
+    ("bleach", "6.4.0"),
+    ("blessed", "1.53.0"),
+    ("bokeh", "3.10.2"),
+    ("bracex", "3.2.4"),
+    ("cachetools", "8.0.2"),
+    ("cbor2", "6.3.0"),
+    ("celery", "5.7.0"),
+    ("cfgv", "3.5.0"),
+    ("chameleon", "4.6.0"),
+    ("channels", "4.3.2"),
+    ("cleo", "2.1.0"),
+    ("coloredlogs", "15.0.1"),
+    ("colorlog", "6.12.0"),
+    ("comm", "0.2.3"),
+    ("commonmark", "0.9.2"),
+    ("configargparse", "1.9.0"),
+    ("configobj", "5.0.9"),
+    ("connexion", "3.3.0"),
+    ("cookiecutter", "2.7.1"),
+    ("copier", "9.19.1"),
+    ("courlan", "1.4.0"),
+    ("croniter", "7.0.0"),
+    ("cssselect", "1.6.0"),
+    ("daphne", "4.2.3"),
+    ("dask", "2026.8.0"),
+    ("dataclasses-json", "0.6.7"),
+    ("datasets", "5.2.0"),
+    ("dateparser", "1.5.0"),
+    ("defusedxml", "0.7.1"),
+    ("deprecated", "3.0.1"),
+    ("diskcache", "5.6.3"),
+    ("distlib", "0.4.4"),
+    ("distributed", "2026.8.0"),
+    ("distro", "1.9.0"),
+    ("django", "6.1.3"),
+    ("django-cors-headers", "4.9.0"),
+    ("django-debug-toolbar", "8.0.0"),
+    ("django-extensions", "4.1"),
+    ("django-filter", "26.2"),
+    ("djangorestframework", "3.18.3"),
+    ("dnspython", "2.9.2"),
+    ("docopt", "0.6.2"),
+    ("docstring-parser", "0.18.0"),
+    ("dynaconf", "3.3.5"),
+    ("ecdsa", "0.19.2"),
+    ("elasticsearch", "9.5.1"),
+    ("emoji", "2.16.0"),
+    ("environs", "15.2.0"),
+    ("evaluate", "0.4.6"),
+    ("eventlet", "0.41.3"),
+    ("fabric", "3.2.3"),
+    ("factory-boy", "3.3.3"),
+    ("falcon", "4.4.0"),
+    ("fastjsonschema", "2.22.3"),
+    ("feedparser", "6.0.14"),
+    ("fire", "0.7.1"),
+    ("flake8", "7.5.0"),
+    ("flit-core", "4.2.0"),
+    ("flynt", "1.0.6"),
+    ("folium", "0.20.0"),
+    ("freezegun", "1.5.5"),
+    ("ftfy", "6.3.1"),
+    ("funcy", "2.1"),
+    ("gast", "0.7.0"),
+    ("genshi", "0.7.12"),
+    ("geojson", "3.3.0"),
+    ("geopy", "2.5.0"),
+    ("graphene", "3.4.3"),
+    ("graphviz", "0.21"),
+    ("griffe", "2.4.1"),
+    ("gunicorn", "27.0.1"),
+    ("hatchling", "1.33.0"),
+    ("holoviews", "1.23.2"),
+    ("html2text", "2025.4.15"),
+    ("html5lib", "1.1"),
+    ("htmldate", "1.11.0"),
+    ("httplib2", "0.32.1"),
+    ("humanfriendly", "10.0"),
+    ("hyperopt", "0.3.0"),
+    ("identify", "2.6.20"),
+    ("inflect", "7.6.0"),
+    ("inflection", "0.5.1"),
+    ("intervaltree", "3.2.1"),
+    ("invoke", "3.0.3"),
+    ("ipykernel", "7.4.0"),
+    ("ipywidgets", "8.1.9"),
+    ("isodate", "0.7.2"),
+    ("isort", "9.0.2"),
+    ("jeepney", "0.9.0"),
+    ("jsonpath-rw", "1.4.0"),
+    ("jsonpickle", "4.1.4"),
+    ("jupyter-client", "8.10.0"),
+    ("jupyter-core", "5.9.1"),
+    ("justext", "3.0.2"),
+    ("kafka-python", "3.0.12"),
+    ("kazoo", "2.11.0"),
+    ("keras", "3.15.1"),
+    ("keyring", "25.7.0"),
+    ("kombu", "5.7.0"),
+    ("langdetect", "1.0.9"),
+    ("lark", "1.3.1"),
+    ("locket", "1.0.0"),
+    ("loguru", "0.7.3"),
+    ("mako", "1.4.3"),
+    ("markdownify", "1.2.3"),
+    ("mccabe", "0.7.0"),
+    ("mdit-py-plugins", "0.7.0"),
+    ("mistune", "3.4.0"),
+    ("mkdocs", "1.6.1"),
+    ("mock", "5.2.0"),
+    ("more-itertools", "11.2.1"),
+    ("nats-py", "2.16.0"),
+    ("natsort", "8.4.0"),
+    ("nbclient", "0.11.0"),
+    ("nbconvert", "7.17.2"),
+    ("nbformat", "5.11.1"),
+    ("netaddr", "1.3.0"),
+    ("nltk", "3.10.4"),
+    ("nodeenv", "1.12.0"),
+    ("nox", "2026.10.20"),
+    ("numpydoc", "1.11.0"),
+    ("oauthlib", "4.0.1"),
+    ("openpyxl", "3.1.5"),
+    ("opentelemetry-sdk", "1.45.2"),
+    ("optuna", "5.1.0"),
+    ("overrides", "7.7.0"),
+    ("paho-mqtt", "2.2.0"),
+    ("param", "2.4.2"),
+    ("parsel", "1.12.1"),
+    ("parsimonious", "0.11.0"),
+    ("partd", "1.4.2"),
+    ("passlib", "1.7.4"),
+    ("pathlib2", "2.3.7.post1"),
+    ("pbr", "7.1.3"),
+    ("pdfminer.six", "20260107"),
+    ("pdm-backend", "2.5.0"),
+    ("pendulum", "3.3.0"),
+    ("pika", "1.4.4"),
+    ("pint", "0.26.2"),
+    ("pip-tools", "7.7.0"),
+    ("pipdeptree", "4.2.16"),
+    ("pipx", "1.18.4"),
+    ("pkginfo", "2.0"),
+    ("platformdirs", "4.14.9"),
+    ("plumbum", "2.0.2"),
+    ("ply", "3.11"),
+    ("poetry-core", "2.5.0"),
+    ("pony", "0.7.20"),
+    ("pre-commit", "4.7.0"),
+    ("prettytable", "3.19.0"),
+    ("pulp", "4.2.0"),
+    ("pycodestyle", "2.15.0"),
+    ("pydocstyle", "6.3.0"),
+    ("pydot", "4.0.1"),
+    ("pyee", "16.1.0"),
+    ("pyfiglet", "1.0.4"),
+    ("pyflakes", "4.1.0"),
+    ("pyjwt", "2.15.1"),
+    ("pymdown-extensions", "13.1.2"),
+    ("pymongo", "4.20.1"),
+    ("pymysql", "1.2.4"),
+    ("pyopenssl", "26.4.0"),
+    ("pypdf", "7.1.1"),
+    ("pyperclip", "1.11.0"),
+    ("pyramid", "2.1"),
+    ("pyrsistent", "0.20.0"),
+    ("pyserial", "3.5"),
+    ("python-docx", "1.2.0"),
+    ("python-engineio", "4.15.1"),
+    ("python-json-logger", "4.2.0"),
+    ("python-lsp-server", "1.15.0"),
+    ("python-pptx", "1.0.2"),
+    ("python-slugify", "9.2.0"),
+    ("python-socketio", "5.18.1"),
+    ("pytz", "2026.6"),
+    ("pyupgrade", "3.22.0"),
+    ("qrcode", "8.2"),
+    ("questionary", "2.1.1"),
+    ("radon", "6.0.1"),
+    ("rdflib", "7.6.0"),
+    ("readability-lxml", "0.9"),
+    ("readme-renderer", "46.0"),
+    ("redis", "8.2.0"),
+    ("returns", "0.30.0"),
+    ("rfc3986", "2.0.0"),
+    ("ruamel.yaml", "0.19.1"),
+    ("sanic", "25.12.1"),
+    ("schema", "0.7.8"),
+    ("scrapy", "2.19.0"),
+    ("secretstorage", "3.5.0"),
+    ("send2trash", "2.2.0"),
+    ("sentry-sdk", "2.76.0"),
+    ("setuptools-scm", "10.3.4"),
+    ("sh", "2.4.0"),
+    ("simpy", "4.1.2"),
+    ("soupsieve", "4.1.4"),
+    ("sphinx", "9.2.0"),
+    ("sqlalchemy", "2.1.9"),
+    ("sqlalchemy-utils", "0.43.0"),
+    ("sqlglot", "30.31.0"),
+    ("sqlmodel", "0.0.50"),
+    ("strawberry-graphql", "0.341.2"),
+    ("tablib", "3.10.0"),
+    ("tabview", "1.5.0"),
+    ("tenacity", "9.2.1"),
+    ("tensorboardx", "2.6.5"),
+    ("termcolor", "3.3.0"),
+    ("terminado", "0.18.1"),
+    ("textblob", "0.20.1"),
+    ("texttable", "1.7.2"),
+    ("textual", "8.2.8"),
+    ("thefuzz", "0.22.1"),
+    ("thrift", "0.25.0"),
+    ("tinycss2", "1.5.1"),
+    ("toml", "0.10.2"),
+    ("tomli", "2.5.0"),
+    ("tornado", "6.6.1"),
+    ("tortoise-orm", "1.1.9"),
+    ("tox", "4.67.17"),
+    ("trafilatura", "2.3.1"),
+    ("trl", "1.16.0"),
+    ("twine", "7.0.0"),
+    ("twisted", "26.10.0"),
+    ("typeguard", "4.6.1"),
+    ("tzlocal", "5.4.5"),
+    ("uncertainties", "3.2.3"),
+    ("untangle", "1.3.0"),
+    ("vine", "5.1.0"),
+    ("virtualenv", "21.15.14"),
+    ("vulture", "2.16"),
+    ("w3lib", "2.5.0"),
+    ("watchdog", "7.1.1"),
+    ("wcmatch", "12.0.4"),
+    ("webencodings", "0.6.1"),
+    ("webob", "1.8.11"),
+    ("websocket-client", "1.9.2"),
+    ("websockets", "17.4"),
+    ("whitenoise", "6.12.0"),
+    ("xlrd", "2.0.2"),
+    ("xlsxwriter", "3.3.1"),
+    ("yamllint", "1.38.0"),
+    ("yapf", "0.43.0"),
+    ("zarr", "3.4.2"),
 )
 
 # Debian packages whose /usr/share/doc Markdown is taken (when their copyright file's "Files: *" licence is
@@ -446,13 +729,17 @@ def content_key(text: str) -> str:
     return hashlib.sha1(re.sub(r"\s+", " ", text).strip().encode("utf-8")).hexdigest()
 
 
+_INDEX_FORMAT = 2  # 2: the index keeps its files' content keys (for dedup against the packs)
+
+
 def _index_path() -> Path:
     import site
 
     # the interpreter and its site folders (their mtimes change when a package is installed or removed), not sys.path,
     # which differs between `python -m` and `python -c` runs of one interpreter
     sites = [(d, os.stat(d).st_mtime_ns) for d in site.getsitepackages() if os.path.isdir(d)]
-    key = hashlib.sha1(f"{sys.prefix}|{sys.version}|{sites}|{CORPUS_VERSION}".encode()).hexdigest()[:16]
+    key = f"{sys.prefix}|{sys.version}|{sites}|{CORPUS_VERSION}|{_INDEX_FORMAT}"
+    key = hashlib.sha1(key.encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"dgemma-corpus-index-{key}.json"
 
 
@@ -464,6 +751,7 @@ def build_python_index(paths: list[str] | None = None, *, stdlib: bool = True) -
     projects.sort(key=lambda pf: (pf[0].split != "eval", pf[0].name))
     seen: set[str] = set()
     files: list[list[str]] = []
+    keys: list[str] = []
     meta: dict[str, dict[str, Any]] = {}
     for proj, paths in projects:
         kept = nbytes = 0
@@ -479,6 +767,7 @@ def build_python_index(paths: list[str] | None = None, *, stdlib: bool = True) -
                     continue
                 seen.add(h)
                 files.append([proj.name, rel, full])
+                keys.append(h)
                 kept += 1
                 nbytes += len(text.encode("utf-8"))
         meta[proj.name] = {
@@ -492,7 +781,9 @@ def build_python_index(paths: list[str] | None = None, *, stdlib: bool = True) -
             "bytes": nbytes,
             "languages": {"python": {"files": kept, "bytes": nbytes}} if kept else {},
         }
-    return {"version": CORPUS_VERSION, "python": sys.version.split()[0], "projects": meta, "files": files}
+    return {"version": CORPUS_VERSION, "python": sys.version.split()[0], "projects": meta, "files": files} | {
+        "keys": keys
+    }
 
 
 def python_index(*, rebuild: bool = False) -> dict[str, Any]:
@@ -514,9 +805,21 @@ def python_index(*, rebuild: bool = False) -> dict[str, Any]:
         return index
 
 
+def pack_paths(pack: str | Iterable[str] | None) -> list[str]:
+    """Pack paths from ``a.jsonl.gz,b.jsonl.gz`` or a list; a missing pack is an error, never an empty corpus."""
+    if not pack:
+        return []
+    items = pack.split(",") if isinstance(pack, str) else [q for p in pack for q in str(p).split(",")]
+    paths = [p.strip() for p in items if p.strip()]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise FileNotFoundError(f"pack not found: {', '.join(missing)} (build it: python -m training.corpus --help)")
+    return paths
+
+
 def load_docs(
     split: str,
-    pack: str | None,
+    pack: str | Iterable[str] | None,
     *,
     python: bool = True,
     index: dict[str, Any] | None = None,
@@ -525,31 +828,44 @@ def load_docs(
     """Documents of ``split`` ("train" / "eval") by language id; relpaths start with the project's name.
 
     ``index``: a :func:`python_index` built by the caller (e.g. once in the parent of data workers); default: the
-    cached one. ``pack``: the JS/TS/JSON/Markdown pack (None: no pack). ``shard=(i, n)``: only the documents whose
-    path hashes to ``i`` of ``n`` (data worker ``i`` of ``n`` reads and holds 1/n of the corpus; the n shards are
-    disjoint and cover it).
+    cached one. ``pack``: one pack or several (a list or comma-separated; None: no pack). Copies are kept once across
+    the index and every pack, and a train document that is also an eval document anywhere is dropped. ``shard=(i,
+    n)``: only the documents whose path hashes to ``i`` of ``n`` (data worker ``i`` of ``n`` holds 1/n of the corpus;
+    the n shards are disjoint and cover it; dedup sees every document, so shards agree).
     """
 
     def mine(relpath: str) -> bool:
         return shard is None or zlib.crc32(relpath.encode("utf-8")) % shard[1] == shard[0]
 
-    docs: dict[str, list[Doc]] = {}
+    packs = pack_paths(pack)  # a missing pack fails here, before the long read
+    seen: dict[str, set[str]] = {"train": set(), "eval": set()}
+    kept: list[tuple[str | None, Doc]] = []  # (content key, document) of this split and shard
+
+    def first(key: str | None, of: str) -> bool:  # the first copy within its split (None: no key, kept)
+        if key is None:
+            return True
+        new = key not in seen[of]
+        seen[of].add(key)
+        return new
+
     if python:
         index = index or python_index()
-        for proj, rel, full in index["files"]:
-            if split_of(proj) != split or not mine(f"{proj}/{rel}"):
-                continue
-            text = _read(full)
-            if text is not None:
-                docs.setdefault("python", []).append(Doc(f"{proj}/{rel}", "python", text))
-    if pack:
-        for rec in iter_pack(pack):
-            if not mine(f"{rec['project']}/{rec['relpath']}"):
-                continue
-            if split_of(rec["project"]) == split and not is_reserved(rec["project"], rec["relpath"]):
-                docs.setdefault(rec["language_id"], []).append(
-                    Doc(f"{rec['project']}/{rec['relpath']}", rec["language_id"], rec["text"])
-                )
+        keys = index.get("keys") or [None] * len(index["files"])  # an older cached index: no dedup against packs
+        for (proj, rel, full), key in zip(index["files"], keys, strict=True):
+            if first(key, split_of(proj)) and split_of(proj) == split and mine(f"{proj}/{rel}"):
+                if (text := _read(full)) is not None:
+                    kept.append((key, Doc(f"{proj}/{rel}", "python", text)))
+    for rec in (r for p in packs for r in iter_pack(p)):
+        of = split_of(rec["project"])
+        if is_reserved(rec["project"], rec["relpath"]) or (of == "train" and is_held_out_path(rec["relpath"])):
+            continue
+        path, key = f"{rec['project']}/{rec['relpath']}", content_key(rec["text"])
+        if first(key, of) and of == split and mine(path):
+            kept.append((key, Doc(path, rec["language_id"], rec["text"])))
+    docs: dict[str, list[Doc]] = {}
+    for key, doc in kept:
+        if split == "eval" or key not in seen["eval"]:  # eval text is never also trained on
+            docs.setdefault(doc.language_id, []).append(doc)
     return docs
 
 
@@ -788,6 +1104,242 @@ def build_pack(
     return {"projects": entries, "counts": counts}
 
 
+# --- the PyPI packs: Python from pinned sdists ---------------------------------------------------------------------
+
+PYPI_JSON = "https://pypi.org/pypi/{name}/{version}/json"
+_LICENSE_FILE = re.compile(r"^(licen[cs]e|copying)", re.I)
+# A copy of a reserved project under another name (``sentry_sdk/_werkzeug.py``, "# Copied from the Requests
+# library"): what the path rule misses. Stricter than the corpus rules, for the PyPI packs only (their own code may
+# say so in a header; a false hit costs one file).
+_PY_RESERVED = "click|flask|werkzeug|itsdangerous|requests|httpx|attrs?"
+_DERIVED = re.compile(
+    rf"\b(?:copied|adapted|taken|derived|vendored|borrowed|ported|forked|lifted|based)\b[^\n]{{0,60}}?\b(?:{_PY_RESERVED})\b"
+    r"|\bpallets\b|kenneth reitz",
+    re.I,
+)
+
+
+def derived_from_reserved(relpath: str, text: str) -> bool:
+    """A file that says it is (or is named as) a copy of a reserved project: ``_werkzeug.py``, a Pallets or Kenneth
+    Reitz copyright, "adapted from requests"."""
+    if any(_component(c).lstrip("_") in RESERVED for c in relpath.split("/")):
+        return True
+    return _DERIVED.search(text) is not None
+
+
+def sdist_path(dest: Path, name: str, version: str) -> Path | None:
+    """The cached sdist of ``name`` ``version`` in ``dest`` (any archive suffix), None when not fetched yet."""
+    stem = f"{normalize(name)}-{version}"
+    hits = sorted(p for p in dest.glob(f"{stem}.*") if p.suffix in (".gz", ".zip", ".bz2", ".tgz"))
+    return hits[0] if hits else None
+
+
+def pypi_fetch(name: str, version: str, dest: Path) -> Path:
+    """Download the sdist of ``name`` ``version`` into ``dest`` (PyPI's JSON API; cached: a rerun reads the file)."""
+    import urllib.parse
+    import urllib.request
+
+    if (have := sdist_path(dest, name, version)) is not None:
+        return have
+    api = PYPI_JSON.format(name=name, version=version)
+    with urllib.request.urlopen(api, timeout=60) as r:
+        info = json.load(r)
+    urls = [u for u in info["urls"] if u["packagetype"] == "sdist"]
+    if not urls:
+        raise FileNotFoundError(f"{name} {version}: no sdist on PyPI")
+    url = urllib.parse.urljoin(api, urls[0]["url"])  # a mirror may answer with relative links
+    suffix = ".zip" if url.endswith(".zip") else ".tar.gz"
+    out = dest / f"{normalize(name)}-{version}{suffix}"
+    tmp = out.with_name(out.name + ".part")
+    with urllib.request.urlopen(url, timeout=300) as r:
+        tmp.write_bytes(r.read())
+    os.replace(tmp, out)
+    return out
+
+
+def _sdist_members(path: Path) -> dict[str, bytes]:
+    """Regular files of an sdist (tar or zip) by path below its top folder."""
+    import zipfile
+
+    out: dict[str, bytes] = {}
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.is_dir() and "/" in info.filename:
+                    out[info.filename.split("/", 1)[1]] = zf.read(info)
+        return out
+    with tarfile.open(path) as tar:
+        for m in tar.getmembers():
+            if m.isfile() and "/" in m.name and (fh := tar.extractfile(m)) is not None:
+                out[m.name.split("/", 1)[1]] = fh.read()
+    return out
+
+
+def sdist_records(path: Path, name: str, version: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(project entry, pack records) for one sdist, every rule applied but cross-package dedup. The licence is the
+    sdist's own PKG-INFO (then its top-level licence files); an sdist without PKG-INFO is refused."""
+    from email.parser import Parser
+
+    files = _sdist_members(path)
+    project = normalize(name)
+    info = files.get("PKG-INFO")
+    meta = Parser().parsestr(info.decode("utf-8", "replace")) if info else Message()
+    texts = [b.decode("utf-8", "replace")[:4000] for p, b in sorted(files.items()) if _LICENSE_FILE.match(p)]
+    ok, label = dist_license(meta, texts) if info else (False, "no PKG-INFO")
+    entry = {
+        "name": project,
+        "pypi": name,
+        "version": version,
+        "license": label,
+        "source": "pypi",
+        "accepted": ok,
+        "split": split_of(project),
+    }
+    if not ok:
+        return entry, []
+    records = []
+    for rel in sorted(files):
+        if not rel.endswith(".py") or is_reserved(project, rel):
+            continue
+        if entry["split"] == "train" and is_held_out_path(rel):
+            continue  # a copy of a held-out project inside another package
+        text = _read_text(files[rel], "python")
+        if text is not None and not derived_from_reserved(rel, text):
+            records.append(
+                {
+                    "project": project,
+                    "version": version,
+                    "license": label,
+                    "relpath": rel,
+                    "language_id": "python",
+                    "text": text,
+                }
+            )
+    return entry, records
+
+
+def _refusal(name: str, skip: set[str]) -> str | None:
+    """Why a listed package is not read at all: reserved, held out for evaluation, or already in the corpus."""
+    key = normalize(name)
+    if is_reserved(key):
+        return "reserved"
+    if key in HELD_OUT:
+        return "held-out"
+    return "in-corpus" if key in skip else None
+
+
+def installed_projects(manifests: Iterable[str] = ()) -> set[str]:
+    """Projects already in the corpus: this interpreter's distributions and those listed by corpus manifests (the GPU
+    image's, e.g. ``/work/ckpt/corpus-h100.json``)."""
+    import importlib.metadata as md
+
+    out = {normalize(d.metadata["Name"] or "") for d in md.distributions()}
+    for m in manifests:
+        out |= {normalize(p["name"]) for p in json.loads(Path(m).read_text())["projects"]}
+    return out - {""}
+
+
+def part_path(out: str | Path, k: int) -> Path:
+    """``pack-pypi.jsonl.gz`` -> ``pack-pypi-<k>.jsonl.gz``."""
+    out = Path(out)
+    return out.with_name(out.name.replace(".jsonl.gz", f"-{k}.jsonl.gz"))
+
+
+def _write_parts(out: str | Path, by_project: list[list[dict[str, Any]]], max_bytes: int) -> list[Path]:
+    """Write the records in parts of at most ``max_bytes`` (gzip), a project never split across two parts (so each
+    part's project list is whole). Same records, same bytes (gzip mtime 0)."""
+    paths: list[Path] = []
+    raw: Any = None
+    gz: Any = None
+    written = 0
+    try:
+        for recs in by_project:
+            lines = [(json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in recs]
+            ratio = raw.tell() / written if raw is not None and written > 1_000_000 else 0.25
+            est = int(sum(map(len, lines)) * ratio * 1.15) + 512_000  # the compressor holds some back
+            if raw is None or raw.tell() + est > max_bytes:
+                if gz is not None:
+                    gz.close()
+                    raw.close()
+                paths.append(part_path(out, len(paths) + 1))
+                raw = open(paths[-1], "wb")  # noqa: SIM115 - closed by the next part or the finally
+                gz = gzip.GzipFile("pack.jsonl", "wb", 9, raw, mtime=0)
+                written = 0
+            for line in lines:
+                gz.write(line)
+                written += len(line)
+    finally:
+        if gz is not None:
+            gz.close()
+            raw.close()
+    too_big = [p for p in paths if p.stat().st_size > max_bytes]
+    if too_big:
+        raise RuntimeError(f"parts over {max_bytes} bytes: {too_big} (one project too big for a part?)")
+    return paths
+
+
+def build_pypi_packs(
+    out: str | Path,
+    packages: tuple[tuple[str, str], ...] = PYPI_PACKAGES,
+    *,
+    sdists: str | Path,
+    skip: Iterable[str] = (),
+    max_mb: float = 25.0,
+) -> dict[str, Any]:
+    """Fetch (or reuse) the sdists, apply every rule, dedup (eval first) and write ``out``'s parts (``-1``, ``-2``,
+    ...; each a pack in the pack-v2 record format with a ``.projects.json`` beside it). Returns entries and counts."""
+    dest, skip = Path(sdists), set(skip)
+    dest.mkdir(parents=True, exist_ok=True)
+    entries: list[dict[str, Any]] = []
+    recs: list[dict[str, Any]] = []
+    for name, version in packages:
+        why = _refusal(name, skip)
+        if why is None:
+            entry, got = sdist_records(pypi_fetch(name, version, dest), name, version)
+            why = None if entry["accepted"] else "licence"
+            recs += got
+        else:
+            entry = {"name": normalize(name), "pypi": name, "version": version, "source": "pypi", "accepted": False}
+            entry |= {"license": "", "split": split_of(name)}
+        entries.append(entry | ({"refused": why} if why else {}))
+    recs.sort(key=lambda r: (split_of(r["project"]) != "eval", r["project"], r["relpath"]))
+    seen: set[str] = set()
+    by_project: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        if (h := content_key(r["text"])) not in seen:
+            seen.add(h)
+            by_project.setdefault(r["project"], []).append(r)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    parts = _write_parts(out, list(by_project.values()), int(max_mb * 1e6))
+    _write_sidecars(parts, entries)
+    kept = [r for rs in by_project.values() for r in rs]
+    return {"projects": entries, "parts": [str(p) for p in parts], "files": len(kept)} | {
+        "bytes": sum(len(r["text"].encode("utf-8")) for r in kept)
+    }
+
+
+def _write_sidecars(parts: list[Path], entries: list[dict[str, Any]]) -> None:
+    """Each part's ``.projects.json``: the projects it holds; the first part also lists every refused package."""
+    holds = [{r["project"] for r in iter_pack(p)} for p in parts]
+    for k, (part, names) in enumerate(zip(parts, holds, strict=True)):
+        mine = [e for e in entries if e["name"] in names or (k == 0 and e["name"] not in set().union(*holds))]
+        part.with_name(part.name.replace(".jsonl.gz", ".projects.json")).write_text(json.dumps(mine, indent=1))
+
+
+def pypi_summary(res: dict[str, Any]) -> dict[str, Any]:
+    """Packages used / refused (by reason), files, bytes, estimated tokens (3.13 bytes a token of Python) and parts."""
+    refused: dict[str, int] = {}
+    for e in res["projects"]:
+        if "refused" in e:
+            refused[e["refused"]] = refused.get(e["refused"], 0) + 1
+    used = sum(1 for e in res["projects"] if e["accepted"])
+    parts = {os.path.basename(p): round(os.path.getsize(p) / 1e6, 2) for p in res["parts"]}
+    return {"used": used, "refused": refused, "files": res["files"], "bytes": res["bytes"]} | {
+        "tokens_est": int(res["bytes"] / 3.13),
+        "parts_mb": parts,
+    }
+
+
 # --- manifest ------------------------------------------------------------------------------------------------------
 
 
@@ -801,9 +1353,11 @@ def bytes_per_token(sample: list[str], tokenizer: str = "backend/models/small/to
     return nb / max(nt, 1)
 
 
-def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 200) -> dict[str, Any]:
+def manifest(pack: str | Iterable[str] | None, *, python: bool = True, sample_per_lang: int = 200) -> dict[str, Any]:
     """Per project: name, version, licence, source, files, bytes, split; totals per language and split with an
-    estimated token count (bytes / the measured bytes per token of that language)."""
+    estimated token count (bytes / the measured bytes per token of that language). ``pack``: one or several packs
+    (what they hold, each already deduplicated when built)."""
+    packs = pack_paths(pack)
     projects: dict[str, dict[str, Any]] = {}
     samples: dict[str, list[str]] = {}
     if python:
@@ -812,10 +1366,11 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
         for _, _, full in index["files"][:: max(1, len(index["files"]) // sample_per_lang)][:sample_per_lang]:
             if (t := _read(full)) is not None:
                 samples.setdefault("python", []).append(t)
-    if pack:
-        for e in json.loads(_pack_projects_json(pack)):
-            projects[e["name"]] = {**e, "files": 0, "bytes": 0, "languages": {}}
-        for r in iter_pack(pack):
+    for pk in packs:
+        for e in json.loads(_pack_projects_json(pk)):
+            projects.setdefault(e["name"], {**e, "files": 0, "bytes": 0, "languages": {}})
+    for pk in packs:
+        for r in iter_pack(pk):
             p = projects[r["project"]]
             n = len(r["text"].encode("utf-8"))
             p["files"] += 1
@@ -837,8 +1392,8 @@ def manifest(pack: str | None, *, python: bool = True, sample_per_lang: int = 20
     return {
         "corpus_version": CORPUS_VERSION,
         "python": sys.version.split()[0] if python else None,
-        "pack": os.path.basename(pack) if pack else None,
-        "pack_sha256": hashlib.sha256(Path(pack).read_bytes()).hexdigest() if pack else None,
+        "pack": ",".join(os.path.basename(pk) for pk in packs) or None,
+        "pack_sha256": {os.path.basename(pk): hashlib.sha256(Path(pk).read_bytes()).hexdigest() for pk in packs},
         "bytes_per_token": bpt,
         "totals": totals,
         "excluded": sorted(k for k, p in projects.items() if not p.get("accepted", True)),
@@ -859,12 +1414,16 @@ def _pack_projects_json(pack: str) -> str:
                 "name": r["project"],
                 "version": r["version"],
                 "license": r["license"],
-                "source": "debian-doc" if r["project"].startswith("debian-") else "npm",
+                "source": "debian-doc" if r["project"].startswith("debian-") else _source_of(r["language_id"]),
                 "accepted": True,
                 "split": split_of(r["project"]),
             },
         )
     return json.dumps(list(seen.values()))
+
+
+def _source_of(language_id: str) -> str:
+    return "pypi" if language_id == "python" else "npm"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -873,8 +1432,13 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("pack", help="download the pinned npm packages and write the pack")
     p.add_argument("--out", default=".train_data/pack-v2.jsonl.gz")
     p.add_argument("--tarballs", help="keep the npm tarballs in this folder (reused when present)")
+    y = sub.add_parser("pypi", help="download the pinned PyPI sdists and write the Python packs (-1, -2, ...)")
+    y.add_argument("--out", default=".train_data/pack-pypi.jsonl.gz", help="parts are named <out>-1, <out>-2, ...")
+    y.add_argument("--max-mb", type=float, default=25.0, help="the most one part may weigh (gzip, MB)")
+    y.add_argument("--sdists", default=os.path.join(tempfile.gettempdir(), "pypi-sdists"), help="download cache")
+    y.add_argument("--skip-from", action="append", default=[], help="a corpus manifest whose projects are skipped")
     m = sub.add_parser("manifest", help="write the corpus manifest")
-    m.add_argument("--pack")
+    m.add_argument("--pack", action="append", help="a pack (repeat, or comma-separated, for several)")
     m.add_argument("--out", required=True)
     m.add_argument("--no-python", action="store_true", help="the pack only")
     i = sub.add_parser("index", help="build (or rebuild) the cached Python index and print its size")
@@ -886,6 +1450,9 @@ def main(argv: list[str] | None = None) -> None:
         side = Path(a.out).with_name(Path(a.out).name.replace(".jsonl.gz", ".projects.json"))
         side.write_text(json.dumps(res["projects"], indent=1))
         print(json.dumps(res["counts"]), f"{os.path.getsize(a.out) / 1e6:.1f} MB", f"{time.time() - t0:.0f}s")
+    elif a.cmd == "pypi":
+        res = build_pypi_packs(a.out, sdists=a.sdists, skip=installed_projects(a.skip_from), max_mb=a.max_mb)
+        print(json.dumps(pypi_summary(res)), f"{time.time() - t0:.0f}s")
     elif a.cmd == "manifest":
         out = manifest(a.pack, python=not a.no_python)
         Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -94,7 +94,7 @@ Item = tuple[list[int], list[int], int, list[int] | None]  # prompt, reply + <en
 def _load_docs(pack: str, split: str, python: bool) -> dict[str, list[Any]]:
     from training import corpus  # the licence-checked, deduplicated corpus
 
-    return corpus.load_docs(split, pack or None, python=python)
+    return corpus.load_docs(split, pack or None, python=python)  # one pack or several, comma-separated
 
 
 def _worker_init(pack: str, tok_dir: str, python: bool, mixture: dict[str, float]) -> None:
@@ -343,6 +343,20 @@ def save(model: Any, out: Path, template: Path, meta: dict[str, Any]) -> None:
     tmp.rename(out)
 
 
+DEFAULT_PACK = ".train_data/pack-v2.jsonl.gz"
+
+
+def _packs_arg(ap: argparse.ArgumentParser, values: list[str] | None) -> str:
+    """The --pack values as the one comma-separated string the data workers get (``""``: no pack); a missing pack
+    stops the run here, not in a worker's first chunk."""
+    from training import corpus
+
+    try:
+        return ",".join(corpus.pack_paths(values or [DEFAULT_PACK]))
+    except FileNotFoundError as exc:
+        ap.error(str(exc))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -350,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--init", default="", help="continue from this checkpoint folder (full or int8 weights)")
     ap.add_argument("--template", default=str(TEMPLATE), help="tokenizer, chat template, model card to ship with")
     ap.add_argument("--tokenizer", default=str(TEMPLATE))
-    ap.add_argument("--pack", default=".train_data/pack-v2.jsonl.gz")
+    ap.add_argument("--pack", action="append", help=f"a pack; repeat or comma-separate for several ({DEFAULT_PACK})")
     ap.add_argument("--no-python", action="store_true", help="the pack's documents only (CPU smoke runs)")
     ap.add_argument("--minutes", type=float, default=9.0, help="training wall-clock budget")
     ap.add_argument("--schedule-minutes", type=float, default=0.0, help="cosine span across runs (0: --minutes)")
@@ -374,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log", default="")
     ap.add_argument("--profile", default="", help="write a kernel table of 5 steps after step 50 to this file")
     a = ap.parse_args(argv)
+    a.pack = _packs_arg(ap, a.pack)
 
     import torch
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion

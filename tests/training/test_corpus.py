@@ -3,11 +3,14 @@ project is frozen, and the trainer's ``load_docs`` hands out TypeScript from a p
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import random
 import tarfile
 from pathlib import Path
+
+import pytest
 
 from training import corpus, tasks
 from training.sources import Doc
@@ -184,3 +187,105 @@ def test_example_stream_draws_typescript_when_the_documents_have_it() -> None:
     doc = Doc("shape-kit/src/point.ts", "typescript", TS * 3)
     stream = tasks.ExampleStream({"typescript": [doc]}, lambda s: len(s) // 3, seed=1)
     assert stream.one().kind == "infill-typescript"
+
+
+def _sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> None:
+    """An sdist as PyPI serves it (``name-version/...``), cached under the name the fetcher looks for."""
+    top = f"{name.replace('-', '_')}-{version}"
+    with tarfile.open(folder / f"{corpus.normalize(name)}-{version}.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _pkg_info(name: str, licence: str) -> str:
+    return f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n{licence}\n"
+
+
+def test_a_pypi_pack_refuses_copyleft_reserved_and_unknown(tmp_path: Path) -> None:
+    sdists = tmp_path / "sdists"
+    sdists.mkdir()
+    good = {
+        "PKG-INFO": _pkg_info("good-lib", "License-Expression: MIT"),
+        "src/good_lib/core.py": CODE,
+        "src/good_lib/_vendor/requests/api.py": CODE.replace("helper", "get"),  # vendored reserved project
+        "src/good_lib/click.py": CODE.replace("helper", "command"),  # a copy of one, as a module
+        "src/good_lib/_werkzeug.py": CODE.replace("helper", "parse"),  # ... under a private name
+        "src/good_lib/structures.py": "# Copied from the Requests library by its authors\n"
+        + CODE.replace("helper", "s"),
+        "tests/test_core.py": CODE.replace("helper", "check"),
+        "README.md": "# good-lib\n",
+    }
+    _sdist(sdists, "good-lib", "1.0", good)
+    _sdist(sdists, "gpl-lib", "1.0", {"PKG-INFO": _pkg_info("gpl-lib", "License: GPL-3.0"), "gpl_lib/a.py": CODE * 2})
+    _sdist(sdists, "no-meta", "1.0", {"no_meta/a.py": CODE * 3})
+    listed = (("good-lib", "1.0"), ("gpl-lib", "1.0"), ("no-meta", "1.0"), ("flask-extra", "1.0"), ("six", "1.0"))
+    res = corpus.build_pypi_packs(tmp_path / "p.jsonl.gz", listed, sdists=sdists, skip={"six"})
+    assert res["parts"] == [str(tmp_path / "p-1.jsonl.gz")]
+    assert {e["name"]: e.get("refused") for e in res["projects"]} == {
+        "good-lib": None,
+        "gpl-lib": "licence",
+        "no-meta": "licence",
+        "flask-extra": "reserved",  # never fetched
+        "six": "in-corpus",
+    }
+    docs = corpus.load_docs("train", res["parts"], python=False)
+    assert sorted(d.relpath for d in docs["python"]) == ["good-lib/src/good_lib/core.py", "good-lib/tests/test_core.py"]
+    side = json.loads((tmp_path / "p-1.projects.json").read_text())
+    assert {e["name"] for e in side} == {"good-lib", "gpl-lib", "no-meta", "flask-extra", "six"}
+
+
+def _pack(path: Path, records: list[tuple[str, str, str]]) -> str:
+    """A pack file of (project, relpath, text) Python records."""
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for project, rel, text in records:
+            rec = {"project": project, "version": "1", "license": "MIT", "relpath": rel, "language_id": "python"}
+            fh.write(json.dumps(rec | {"text": text}) + "\n")
+    return str(path)
+
+
+def test_several_packs_merge_and_keep_copies_once(tmp_path: Path) -> None:
+    _dist(tmp_path / "site", "delta-lib", "1.0", {"delta_lib/util.py": CODE})
+    index = corpus.build_python_index([str(tmp_path / "site")], stdlib=False)
+    other, shared = CODE.replace("helper", "other"), CODE.replace("helper", "shared")
+    assert corpus.split_of("wsproto") == "eval" and {corpus.split_of(p) for p in ("beta-lib", "delta-lib")} == {"train"}
+    a = _pack(
+        tmp_path / "a.jsonl.gz",
+        [
+            ("beta-lib", "beta_lib/util.py", CODE.replace("\n", "\r\n")),  # a copy of the installed file
+            ("beta-lib", "beta_lib/shared.py", shared),  # its eval twin comes in the next pack
+            ("beta-lib", "beta_lib/_vendor/werkzeug/http.py", other + "# w\n"),  # reserved, even in a pack
+        ],
+    )
+    b = _pack(
+        tmp_path / "b.jsonl.gz",
+        [
+            ("gamma-lib", "gamma_lib/other.py", other),
+            ("gamma-lib", "gamma_lib/dup.py", other),
+            ("wsproto", "w.py", shared),
+        ],
+    )
+    train = corpus.load_docs("train", f"{a},{b}", index=index)
+    assert sorted(d.relpath for d in train["python"]) == ["delta-lib/delta_lib/util.py", "gamma-lib/gamma_lib/other.py"]
+    assert [d.relpath for d in corpus.load_docs("eval", [a, b], index=index)["python"]] == ["wsproto/w.py"]
+    shards = [corpus.load_docs("train", [a, b], index=index, shard=(i, 2)) for i in range(2)]
+    assert sorted(d.relpath for s in shards for d in s.get("python", [])) == sorted(d.relpath for d in train["python"])
+    with pytest.raises(FileNotFoundError, match="pack not found"):
+        corpus.load_docs("train", [a, str(tmp_path / "missing.jsonl.gz")], python=False)
+
+
+def test_pypi_parts_stay_under_the_limit_and_keep_projects_whole(tmp_path: Path) -> None:
+    rng = random.Random(0)
+    by_project = [
+        [
+            {"project": f"p{k}", "relpath": f"m{i}.py", "text": "".join(rng.choice("abcdefgh \n") for _ in range(4000))}
+            for i in range(60)
+        ]
+        for k in range(6)
+    ]
+    parts = corpus._write_parts(tmp_path / "x.jsonl.gz", by_project, 600_000)
+    assert len(parts) > 1 and all(p.stat().st_size <= 600_000 for p in parts)
+    held = [{r["project"] for r in corpus.iter_pack(p)} for p in parts]
+    assert sum(map(len, held)) == 6 and len(set().union(*held)) == 6

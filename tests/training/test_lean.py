@@ -159,9 +159,19 @@ def test_a_few_cpu_steps_save_a_loadable_checkpoint(tmp_path) -> None:
 
 
 def test_a_data_worker_that_cannot_start_fails_the_run(tmp_path) -> None:
-    """A worker whose start fails (here: a pack that does not exist) stops the run with the reason, not a hang."""
+    """A worker whose start fails (here: a pack that is not gzip) stops the run with the reason, not a hang."""
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"not a pack")
     with pytest.raises(RuntimeError, match="data worker failed to start"):
         LT.main([
             "--out", str(tmp_path / "m"), "--preset", "smoke", "--device", "cpu", "--no-compile", "--max-steps", "2",
-            "--rows", "1", "--row", "512", "--workers", "1", "--pack", str(tmp_path / "missing.jsonl.gz"), "--no-python",
+            "--rows", "1", "--row", "512", "--workers", "1", "--pack", str(tmp_path / "broken.jsonl.gz"), "--no-python",
         ])  # fmt: skip
+
+
+def test_a_missing_pack_stops_the_run_before_it_starts(tmp_path, capsys) -> None:
+    """Several packs (repeated or comma-separated); one that does not exist is named at once, before any worker."""
+    (tmp_path / "a.jsonl.gz").write_bytes(b"")
+    missing = str(tmp_path / "missing.jsonl.gz")
+    with pytest.raises(SystemExit):
+        LT.main(["--out", str(tmp_path / "m"), "--pack", str(tmp_path / "a.jsonl.gz"), "--pack", f"{missing},"])
+    assert f"pack not found: {missing}" in capsys.readouterr().err
