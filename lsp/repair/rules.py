@@ -223,14 +223,6 @@ def _whole_lines(text: str, s: int, e: int) -> tuple[int, int]:
     return text.rfind("\n", 0, s) + 1, len(text) if nl < 0 else nl
 
 
-def _extent(issue) -> tuple[int, int]:
-    """The issue's span together with its repair's edits (what the repair may touch)."""
-    lo, hi = issue.start, issue.end
-    for a, b, _ in issue.edits:
-        lo, hi = min(lo, a), max(hi, b)
-    return lo, hi
-
-
 def _spans(issue) -> list[tuple[int, int]]:
     """The issue's span and each of its repair's edits (far-apart edits, e.g. both fence lines, stay apart)."""
     return [(issue.start, issue.end)] + [(a, b) for a, b, _ in issue.edits]

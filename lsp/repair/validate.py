@@ -90,13 +90,6 @@ def _validate(original: str, fixed: str, language_id: str, segs: list[Seg], keep
     return None
 
 
-def _extent(start: int, end: int, edits: list[tuple[int, int, str]]) -> tuple[int, int]:
-    lo, hi = start, end
-    for a, b, _ in edits:
-        lo, hi = min(lo, a), max(hi, b)
-    return lo, hi
-
-
 def _map_outside(p_lo: int, p_hi: int, segs: list[Seg]) -> int | None:
     """Shift for an original range lying wholly outside every segment (None when it touches one)."""
     shift = 0
@@ -487,6 +480,7 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
     o_fences = _json_fences(original)
     f_fences = _json_fences(fixed)
     fblocks, flines, fstarts = _md.scan_blocks(fixed)
+    o_lines = set(_md.scan_blocks(original)[1])
     for s, e, fs, fe in segs:
         # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
         inside = next(((cs, ce, lg) for cs, ce, lg in o_fences if cs <= s and e <= ce), None)
@@ -518,7 +512,8 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             rs, re_ = fstarts[block.first], fstarts[block.last] + len(flines[block.last])
             if re_ < fs or rs > fe:
                 continue
-            why = _md.table_is_consistent(fixed[rs:re_] + "\n")
+            kept = frozenset(ln for ln in flines[block.first : block.last + 1] if ln in o_lines)
+            why = _md.table_is_consistent(fixed[rs:re_] + "\n", kept)
             if why:
                 return why
     return None
