@@ -116,8 +116,8 @@ class ParseResult:
 
 
 def _fix_body(body: str, single: bool = False) -> str:
-    """Repair a string body in place: only bad escapes, raw control characters (and, from single quotes,
-    bare double quotes and ``\\'``) change, so the value the user meant is kept."""
+    """Repair a string body in place: only bad escapes (``\\'`` read as the apostrophe it escapes), raw control
+    characters (and, from single quotes, bare double quotes) change, so the value the user meant is kept."""
 
     def sub(m: re.Match[str]) -> str:
         t = m.group()
@@ -126,7 +126,7 @@ def _fix_body(body: str, single: bool = False) -> str:
         if t == '"':
             return '\\"'
         if t.startswith("\\"):
-            return "'" if t == "\\'" and single else "\\" + t
+            return "'" if t == "\\'" else "\\" + t  # \' escapes an apostrophe (JavaScript, Python)
         return json.dumps(t)[1:-1]
 
     return (_SQ_SCAN if single else _STR_SCAN).sub(sub, body)
@@ -769,6 +769,10 @@ class _Parser:
         if nxt is not None:
             self.pending.append(nxt)
         fix = [(s, word_end, _quote(text[s:word_end]))]
+        if text[s - 1 : s] == '"' or text[word_end : word_end + 1] == '"':
+            # a word glued to a quote (a",b" or "k"e"y"): the quote is misplaced, so where each string starts
+            # and ends is a guess; quoting the word would keep that guess (["a",",b"])
+            fix = []
         if key:
             self._add(s, word_end, "json.unquoted-key", "property names must be double-quoted strings", fix)
         else:

@@ -109,6 +109,9 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
+            if blank[pos - 1 : pos] == "\\" and blank[pos : pos + 1] in "'`":
+                # \' escapes an apostrophe (JavaScript): a quote typed after the backslash would add a " to the value
+                edits = [ed for ed in edits if ed[2] != '"']
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))

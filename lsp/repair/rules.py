@@ -80,6 +80,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         one = _keystroke(text, lang, issue)
         if one is not None:
             return one
+    if any(_glued(t) for t in targets):
+        # a word glued to a misplaced quote that no one-keystroke repair explains: which text is one string is a
+        # guess (see _bare_word), and quoting by that guess changes the values (["a",",b"])
+        return None
     what = describe(lang)
     title_one = f"Fix {describe(getattr(targets[0], 'language', lang))}: {targets[0].message}"
     title = title_one if issue is not None else f"Fix all {what} structure problems"
@@ -221,6 +225,11 @@ def _whole_lines(text: str, s: int, e: int) -> tuple[int, int]:
     """The lines holding ``[s, e)`` (a token cut by a diff boundary is then inside the span)."""
     nl = text.find("\n", e)
     return text.rfind("\n", 0, s) + 1, len(text) if nl < 0 else nl
+
+
+def _glued(issue) -> bool:
+    """An unquoted word the tolerant parse left without a repair: it touches a quote (``a",b"``, ``"k"e"y"``)."""
+    return issue.code in ("json.unquoted-string", "json.unquoted-key") and not issue.edits
 
 
 def _spans(issue) -> list[tuple[int, int]]:

@@ -296,3 +296,22 @@ def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -
 def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:
     out = fixed_text('[\n"abc,\n"def"\n]', "json")
     assert out is not None and json.loads(out) == ["abc", "def"]
+
+
+# -- wrong-but-valid: no fix where the fix would change a value ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[a",b"]',  # quoting by the misplaced quote's reading gives ["a", ",b"]
+        '{"k"e"y": "value"}',  # a key with quotes inside is not a key, a value and another key
+    ],
+)
+def test_a_word_glued_to_a_misplaced_quote_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None
+
+
+def test_an_escaped_apostrophe_never_becomes_a_new_double_quote() -> None:
+    out = fixed_text('{"key": "valu\\\'e"}', "json")  # JavaScript's \' : an apostrophe, not \" + '
+    assert out is None or json.loads(out) == {"key": "valu'e"}
