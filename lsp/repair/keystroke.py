@@ -47,10 +47,11 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     shape = shape_of(blank)
     values: list[object] = []
-    best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
+    # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
+    best: list[tuple[int, int, int, int, str, int, str]] = []
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
-        key = (-shape.agreement(row, new_line), padded, kind, dist, cand)
+        key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
         k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
         if k is None:
             values.append(value)
@@ -62,7 +63,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         return None  # equally plausible repairs that mean different things: the indentation cannot tell
-    after = _misfits(shape_of(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
+    after = _misfits_after(shape, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
@@ -78,6 +79,23 @@ def shape_of(text: str) -> _Shape:
 def _misfits(shape: _Shape) -> int:
     """Non-blank lines not indented as deep as they nest (0 when the text has no indentation step)."""
     return sum(ind is not None for ind in shape.indent) - shape.prefix[-1] if shape.unit else 0
+
+
+def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
+    """:func:`_misfits` of the winning candidate: from the broken document's shape when the edit leaves every other
+    line as it was and the edited line's indentation too (an edit on one line shifts the later lines' depth
+    only, which :meth:`_Shape.agreement` counts); else from the candidate's own shape."""
+    _, _, _, _, cand, row, new_line = won
+    lo, hi = shape.starts[row], shape.ends[row]
+    old = blank[lo:hi]
+    body, old_body = new_line.lstrip(" \t"), old.lstrip(" \t")
+    same_rest = len(new_line) - len(body) == len(old) - len(old_body) and bool(body.strip()) == bool(old_body.strip())
+    if same_rest and jsonc:
+        cand_blank = _blank_jsonc(cand)
+        same_rest = cand_blank[:lo] == blank[:lo] and cand_blank[lo + len(new_line) :] == blank[hi:]
+    if not same_rest or not shape.unit:
+        return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
+    return sum(ind is not None for ind in shape.indent) - shape.agreement(row, new_line)
 
 
 def _padded(blank: str, a: int, ch: str) -> int:
