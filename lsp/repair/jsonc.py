@@ -38,7 +38,7 @@ from .jsonc_lex import (
     _reject_constant,
     tokenize,
 )
-from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, parse
+from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, literal_with_slip, parse
 
 __all__ = [
     "ARR_CLOSE",
@@ -154,6 +154,8 @@ def lenient_value(kind: str, token_text: str) -> tuple[str, object]:
     low = token_text.lower()
     if kind == WORD and low in _WORD_VALUES:
         return ("l", _WORD_VALUES[low])
+    if kind == WORD and (slip := literal_with_slip(token_text)) is not None:
+        return ("l", _WORD_VALUES[slip])  # xtrue: true with a letter typed into it
     if kind in (NUMBER, BAD_NUMBER):
         num = _parse_number(token_text)
         if num is not None:

@@ -162,6 +162,17 @@ def _normalize_number(t: str) -> str | None:
 _WORD_FIX = {"true": "true", "false": "false", "none": "null", "null": "null", "nan": "null", "undefined": "null"}
 
 
+def literal_with_slip(word: str) -> str | None:
+    """The literal ``word`` is with one character typed into it or one letter lost (``xtrue``, ``nulll``, ``fals``):
+    quoting it would turn a boolean or null into a string the user never meant; None for any other word."""
+    for lit in ("true", "false", "null"):
+        if len(word) == len(lit) + 1 and any(word[:i] + word[i + 1 :] == lit for i in range(len(word))):
+            return lit
+        if len(word) == len(lit) - 1 and any(lit[:i] + lit[i + 1 :] == word for i in range(len(lit))):
+            return lit
+    return None
+
+
 def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
 
@@ -754,6 +765,11 @@ class _Parser:
             self._add(
                 s, e, "json.invalid-literal", f"{text[s:e]!r} is not a JSON value (use {literal})", [(s, e, literal)]
             )
+            return e
+        slip = None if key else literal_with_slip(text[s:e])
+        if slip is not None:
+            msg = f"{text[s:e]!r} is not a JSON value (a letter typed into {slip}?)"
+            self._add(s, e, "json.invalid-literal", msg, [(s, e, slip)])
             return e
         if kind == BAD_NUMBER and not key:
             norm = _normalize_number(text[s:e])

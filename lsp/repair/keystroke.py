@@ -137,7 +137,8 @@ def _candidates(
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
-                if not small and not _LINE.fullmatch(new_line):
+                stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
+                if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue
                 cand = text[:a] + ch + text[b:]
                 if cand in seen:

@@ -315,3 +315,29 @@ def test_a_word_glued_to_a_misplaced_quote_gets_no_fix(text: str) -> None:
 def test_an_escaped_apostrophe_never_becomes_a_new_double_quote() -> None:
     out = fixed_text('{"key": "valu\\\'e"}', "json")  # JavaScript's \' : an apostrophe, not \" + '
     assert out is None or json.loads(out) == {"key": "valu'e"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"strict": xtrue, "a": nulll}', {"strict": True, "a": None}),  # a letter typed into a literal
+        ('{"a": [fals, tru]}', {"a": [False, True]}),  # a letter lost from one
+    ],
+)
+def test_a_literal_with_one_letter_slipped_stays_a_literal_not_a_string(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_closer_typed_on_a_line_of_its_own_is_deleted_not_made_a_new_block_end() -> None:
+    # an editor file: the "}" at column 0 would close compilerOptions early and pull its members up a level
+    text = (
+        '{\n  "$schema": "x",\n  "compilerOptions": {\n    "lib": ["es2023"],\n    "target": "es2022",\n}\n'
+        '    "strict": true,\n    "skipLibCheck": true\n  }\n}\n'
+    )
+    out = fixed_text(text, "jsonc")
+    assert out is not None
+    assert json.loads(out) == {
+        "$schema": "x",
+        "compilerOptions": {"lib": ["es2023"], "target": "es2022", "strict": True, "skipLibCheck": True},
+    }
