@@ -33,13 +33,15 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
     inner: list[int] = []
+    shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
     for j in range(block.first + 1, end):
         m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
         if not m or m.group(2)[0] != ch:
             continue
         run, rest = len(m.group(2)), m.group(3).strip()
         if run < 3:
-            if not rest and (not block.closed or _opener_after(lines, j + 1, end, ch, strip)):
+            swallows = _opener_after(lines, j + 1, end, ch, strip) or _left_open_after(lines, block.last + 1, ch, strip)
+            if not rest and (not block.closed or swallows):
                 return j
             continue
         if rest:
@@ -47,8 +49,23 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
         elif inner and run >= inner[-1]:
             inner.pop()
         elif not block.closed and run < n:
-            return j
-    return None
+            shorter.append((run, j))
+    if not shorter:
+        return None
+    # The longest of them (````` opened, an inner ``` pair, then ```` : one keystroke too many on the opener);
+    # runs all alike: the first
+    top = max(r for r, _ in shorter)
+    return next(j for r, j in shorter if r == top)
+
+
+def _left_open_after(lines: list[str], lo: int, ch: str, strip: object) -> bool:
+    """Whether the fences after line ``lo`` leave one open at the end (an odd count of fence lines of ``ch``): the
+    block before them closed on a line meant to open the next one."""
+    count = 0
+    for j in range(lo, len(lines)):
+        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
+        count += bool(m and m.group(2)[0] == ch and len(m.group(2)) >= 3)
+    return count % 2 == 1
 
 
 def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) -> bool:

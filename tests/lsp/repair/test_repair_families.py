@@ -341,3 +341,15 @@ def test_a_closer_typed_on_a_line_of_its_own_is_deleted_not_made_a_new_block_end
         "$schema": "x",
         "compilerOptions": {"lib": ["es2023"], "target": "es2022", "strict": True, "skipLibCheck": True},
     }
+
+
+def test_a_fence_opener_one_backtick_too_long_is_closed_by_its_own_closer_not_an_inner_fence() -> None:
+    text = "Intro\n\n`````md\nA\n```\nx = 1\n```\nB\n````\n\nAfter\n"
+    out = md_fix(text)
+    assert out is not None and blocks(out) == blocks("Intro\n\n````md\nA\n```\nx = 1\n```\nB\n````\n\nAfter\n")
+    assert "x = 1\n```\nB" in out  # the inner fence lines keep their text
+
+
+def test_a_closer_that_lost_a_backtick_is_repaired_when_the_fences_after_it_are_left_open() -> None:
+    text = "Intro\n```\ncode\n``\n\n```\nmore code\n```\nEnd\n"
+    assert md_fix(text) == "Intro\n```\ncode\n```\n\n```\nmore code\n```\nEnd\n"
