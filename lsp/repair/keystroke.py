@@ -160,6 +160,7 @@ def _candidates(
     return found
 
 
+_CLOSERS = ("}", "]")
 _STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
@@ -171,22 +172,25 @@ class _Shape:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        self.ends = [s - 1 for s in self.starts[1:]] + [len(text)]
+        raw = text.split("\n")
+        self.starts = list(itertools.accumulate((len(ln) + 1 for ln in raw[:-1]), initial=0))
+        self.ends = [s + len(ln) for s, ln in zip(self.starts, raw, strict=True)]
         # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
-        lines = _STRINGS.sub('""', text).split("\n")
-        bodies = [ln.lstrip(" \t") for ln in lines]
-        self.indent: list[int | None] = [  # None: a blank line
-            len(ln) - len(b) if b.strip() else None for ln, b in zip(lines, bodies, strict=True)
-        ]
-        nets = [ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]") for ln in lines]
-        self.after = list(itertools.accumulate(nets))  # depth after each line
-        self.first = [  # depth at the line's first token (a leading closer already counted)
-            (self.after[i - 1] if i else 0) - (b[:1] in ("}", "]")) for i, b in enumerate(bodies)
-        ]
-        self.unit = _indent_unit(self.indent)
-        n = len(self.starts)
-        self.fits = [self._fits(i, self.first[i]) for i in range(n)]
+        lines = _STRINGS.sub('""', text).split("\n") if '"' in text else raw
+        indent: list[int | None] = []  # None: a blank line
+        after: list[int] = []  # depth after each line
+        first: list[int] = []  # depth at the line's first token (a leading closer already counted)
+        depth = 0
+        for ln in lines:
+            b = ln.lstrip(" \t")
+            indent.append(len(ln) - len(b) if b and not b.isspace() else None)
+            first.append(depth - 1 if b[:1] in _CLOSERS else depth)
+            if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
+                depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+            after.append(depth)
+        self.indent, self.after, self.first = indent, after, first
+        self.unit = unit = _indent_unit(indent)
+        self.fits = [unit > 0 and ind is not None and ind == f * unit for ind, f in zip(indent, first, strict=True)]
         self.prefix = [0, *itertools.accumulate(self.fits)]
         self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
 
@@ -196,7 +200,8 @@ class _Shape:
     def suffix(self, delta: int) -> list[int]:
         """suffix[i]: lines from i on that fit when every depth from there is shifted by ``delta``."""
         if delta not in self._suffix:
-            fits = [self._fits(i, self.first[i] + delta) for i in range(len(self.starts))]
+            u = self.unit
+            fits = [u > 0 and ind is not None and ind == (f + delta) * u for ind, f in zip(self.indent, self.first)]
             self._suffix[delta] = [*itertools.accumulate(reversed(fits))][::-1] + [0]
         return self._suffix[delta]
 
