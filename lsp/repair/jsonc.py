@@ -89,20 +89,33 @@ def fast_valid(text: str, jsonc: bool) -> bool:
 _JSONC_BLANK = re.compile(
     r'"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"|//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|,(?=[ \t\n\r]*[\]}])'
 )
+# The same scan, with whatever is kept (other text, whole strings, commas that are not trailing, a / that opens no
+# comment) taken in one run per match: a callback per run and per comment, not one per string (long files).
+_JSONC_RUNS = re.compile(
+    r'((?:[^"/,]+|"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"|,(?![ \t\n\r]*[\]}])|/(?![/*]))+)'
+    r"|(//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|,(?=[ \t\n\r]*[\]}]))|(.)",
+    re.S,
+)
+_NOT_NL = re.compile(r"[^\n]")
 
 
 def _blank_jsonc(text: str) -> str:
     """Replace comments and trailing commas by spaces (strings untouched) so ``json.loads`` can judge the rest."""
+    changed = False
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal changed
+        if m.lastindex != 2:
+            return m.group()
+        changed = True
         t = m.group()
-        if t[0] == '"':
-            return t
-        return " " if t == "," else re.sub(r"[^\n]", " ", t)
+        return " " if t == "," else _NOT_NL.sub(" ", t)
 
-    out = _JSONC_BLANK.sub(sub, text)
+    out = _JSONC_RUNS.sub(sub, text)
+    if not changed:
+        return text
     # A trailing comma followed by a comment: the lookahead above saw the comment, so blank again.
-    return _JSONC_BLANK.sub(sub, out) if out is not text and "," in out else out
+    return _JSONC_RUNS.sub(sub, out) if "," in out else out
 
 
 def lenient_string(token_text: str) -> str:

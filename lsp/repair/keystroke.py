@@ -201,7 +201,10 @@ class _Shape:
         """suffix[i]: lines from i on that fit when every depth from there is shifted by ``delta``."""
         if delta not in self._suffix:
             u = self.unit
-            fits = [u > 0 and ind is not None and ind == (f + delta) * u for ind, f in zip(self.indent, self.first)]
+            fits = [
+                u > 0 and ind is not None and ind == (f + delta) * u
+                for ind, f in zip(self.indent, self.first, strict=True)
+            ]
             self._suffix[delta] = [*itertools.accumulate(reversed(fits))][::-1] + [0]
         return self._suffix[delta]
 
