@@ -148,6 +148,8 @@ def _validate_json(
             _json.strict_loads(fixed, jsonc)
         except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
             return f"the result does not parse: {exc}"
+    if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
+        return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
     fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose") for ed in i.edits]
     no_block = "/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]
     for cluster in _clusters(original, segs, lo, hi_orig, no_block):
@@ -157,6 +159,18 @@ def _validate_json(
     if keep_values and _moves_brackets(original, fixed, segs):
         return _nesting_kept(original, fixed, jsonc, lo, hi_orig, flo, hi_fixed)
     return None
+
+
+def _only_line_breaks_escaped(original: str, fixed: str, jsonc: bool) -> bool:
+    """Whether ``fixed`` is ``original`` with raw line breaks written as ``\\n`` and nothing else, and parses: an
+    escape is only valid inside a string, so each became part of the string it was typed in."""
+    if fixed.count("\n") >= original.count("\n") or fixed.replace("\\n", "\n") != original.replace("\\n", "\n"):
+        return False
+    try:
+        _json.strict_loads(fixed, jsonc)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:

@@ -353,3 +353,15 @@ def test_a_fence_opener_one_backtick_too_long_is_closed_by_its_own_closer_not_an
 def test_a_closer_that_lost_a_backtick_is_repaired_when_the_fences_after_it_are_left_open() -> None:
     text = "Intro\n```\ncode\n``\n\n```\nmore code\n```\nEnd\n"
     assert md_fix(text) == "Intro\n```\ncode\n```\n\n```\nmore code\n```\nEnd\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"key\nafter": "foo"}', {"key\nafter": "foo"}),  # a line break typed inside a key
+        ('{"k": "line one\nline two", "b": 1}', {"k": "line one\nline two", "b": 1}),
+    ],
+)
+def test_a_line_break_typed_inside_a_string_is_escaped_and_kept(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
