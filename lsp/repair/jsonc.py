@@ -36,12 +36,14 @@ from .jsonc_lex import (
     VALUE_KINDS,
     WORD,
     _reject_constant,
+    brackets,
     tokenize,
 )
 from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, literal_with_slip, parse
 
 __all__ = [
     "ARR_CLOSE",
+    "brackets",
     "ARR_OPEN",
     "BAD_CHAR",
     "BAD_NUMBER",

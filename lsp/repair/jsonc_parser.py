@@ -50,6 +50,7 @@ from .jsonc_lex import (
     Lexer,
     _first_bad,
     _is_good_escape,
+    brackets,
     tokenize,
 )
 
@@ -195,7 +196,7 @@ def _bracket_faults(text: str, pos: int, end: int, openers: list[str]) -> int:
     """Closers that do not match plus containers left open, reading ``text[pos:end]`` with ``openers`` open."""
     st = list(openers)
     bad = 0
-    for kind, _s, _e in tokenize(text, pos, end):
+    for kind in brackets(text, pos, end):
         if kind in (OBJ_OPEN, ARR_OPEN):
             st.append(kind)
         elif kind in (OBJ_CLOSE, ARR_CLOSE):

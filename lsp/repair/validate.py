@@ -339,21 +339,13 @@ def _glued_quotes(text: str, a: int, b: int) -> bool:
 _SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
 
 
-# What the tolerant lexer reads as a string, comment or single-quoted string (a bracket inside one is no bracket).
-_HIDDEN = re.compile(
-    r'"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"?|//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|/\*[^\n\r]*'
-    r"|'[^'\\\n\r]*(?:\\[^\n\r][^'\\\n\r]*)*'?"
-)
-_BRACKETS = re.compile(r"[\[\]{}]")
-
-
 @functools.lru_cache(maxsize=16)
 def _pairs(text: str, jsonc: bool, lo: int, hi: int) -> int:
     """Brackets the text closes with their own kind (a stray or mismatched closer pairs with nothing). The
     brackets are the lexer's (:func:`~.jsonc_lex.tokenize`), found without a Python step per token (long files)."""
     stack: list[str] = []
     n = 0
-    for ch in _BRACKETS.findall(_HIDDEN.sub("", text[lo:hi])):
+    for ch in _json.brackets(text, lo, hi):
         if ch in "{[":
             stack.append(ch)
         elif stack and stack[-1] == ("{" if ch == "}" else "["):
