@@ -14,7 +14,7 @@ Outcome of one case for one tool:
 * ``invalid``: the output does not parse;
 * ``miss``: no fix offered (or the input handed back unchanged) where one was expected.
 
-Usage: ``python bench/repair_independent.py [--split tune|holdout|all] [--json rows.json] [--markdown out.md]
+Usage: ``python bench/repair_independent.py [--cases SET.jsonl.gz] [--split tune|holdout|all] [--json rows.json] [--markdown out.md]
 [--show FAMILY]`` (``--show`` prints the tune-split cases of that family that dgemma-lsp does not pass).
 """
 
@@ -46,8 +46,8 @@ CASES = ROOT / "fixtures" / "repair_eval" / "cases.jsonl.gz"
 TOOLS = ["dgemma-lsp", "json-repair", "jsonrepair", "mdformat"]
 
 
-def load(split: str = "all") -> list[dict[str, Any]]:
-    with gzip.open(CASES, "rt", encoding="utf-8") as fh:
+def load(split: str = "all", path: Path = CASES) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
         cases = [json.loads(line) for line in fh]
     return [c for c in cases if split == "all" or c["split"] == split]
 
@@ -307,13 +307,14 @@ def _commit() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=str(CASES), help="the frozen set (fixtures/repair_eval2/...: the second check)")
     ap.add_argument("--split", default="all", choices=["tune", "holdout", "all"])
     ap.add_argument("--json", help="write every case's outcomes here")
     ap.add_argument("--markdown", help="write the tables here")
     ap.add_argument("--repeat", type=int, default=1, help="time dgemma-lsp as the fastest of N runs per case")
     ap.add_argument("--show", help="print tune-split cases of this family (or 'all') dgemma-lsp does not pass")
     args = ap.parse_args()
-    cases = load(args.split)
+    cases = load(args.split, Path(args.cases))
     rows = asyncio.run(run(cases, args.repeat))
     text = report(rows, args.split)
     print(text)

@@ -125,11 +125,6 @@ def _merge(edits: list[Edit]) -> list[Edit]:
     return out
 
 
-def hull(edits: list[Edit]) -> tuple[int, int]:
-    """The smallest original span holding every edit."""
-    return min(e.start for e in edits), max(e.end for e in edits)
-
-
 @dataclass(slots=True)
 class Fix:
     """One validated repair. ``edits`` are minimal and lie inside ``span`` (original offsets); ``new_text``

@@ -36,12 +36,14 @@ from .jsonc_lex import (
     VALUE_KINDS,
     WORD,
     _reject_constant,
+    brackets,
     tokenize,
 )
-from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, parse
+from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, literal_with_slip, parse
 
 __all__ = [
     "ARR_CLOSE",
+    "brackets",
     "ARR_OPEN",
     "BAD_CHAR",
     "BAD_NUMBER",
@@ -89,20 +91,33 @@ def fast_valid(text: str, jsonc: bool) -> bool:
 _JSONC_BLANK = re.compile(
     r'"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"|//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|,(?=[ \t\n\r]*[\]}])'
 )
+# The same scan, with whatever is kept (other text, whole strings, commas that are not trailing, a / that opens no
+# comment) taken in one run per match: a callback per run and per comment, not one per string (long files).
+_JSONC_RUNS = re.compile(
+    r'((?:[^"/,]+|"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"|,(?![ \t\n\r]*[\]}])|/(?![/*]))+)'
+    r"|(//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|,(?=[ \t\n\r]*[\]}]))|(.)",
+    re.S,
+)
+_NOT_NL = re.compile(r"[^\n]")
 
 
 def _blank_jsonc(text: str) -> str:
     """Replace comments and trailing commas by spaces (strings untouched) so ``json.loads`` can judge the rest."""
+    changed = False
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal changed
+        if m.lastindex != 2:
+            return m.group()
+        changed = True
         t = m.group()
-        if t[0] == '"':
-            return t
-        return " " if t == "," else re.sub(r"[^\n]", " ", t)
+        return " " if t == "," else _NOT_NL.sub(" ", t)
 
-    out = _JSONC_BLANK.sub(sub, text)
+    out = _JSONC_RUNS.sub(sub, text)
+    if not changed:
+        return text
     # A trailing comma followed by a comment: the lookahead above saw the comment, so blank again.
-    return _JSONC_BLANK.sub(sub, out) if out is not text and "," in out else out
+    return _JSONC_RUNS.sub(sub, out) if "," in out else out
 
 
 def lenient_string(token_text: str) -> str:
@@ -154,6 +169,8 @@ def lenient_value(kind: str, token_text: str) -> tuple[str, object]:
     low = token_text.lower()
     if kind == WORD and low in _WORD_VALUES:
         return ("l", _WORD_VALUES[low])
+    if kind == WORD and (slip := literal_with_slip(token_text)) is not None:
+        return ("l", _WORD_VALUES[slip])  # xtrue: true with a letter typed into it
     if kind in (NUMBER, BAD_NUMBER):
         num = _parse_number(token_text)
         if num is not None:

@@ -89,6 +89,20 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
             yield kind, s, e
 
 
+# What the tolerant lexer reads as a string, comment or single-quoted string (a bracket inside one is no bracket).
+_HIDDEN = re.compile(
+    r'"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"?|//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|/\*[^\n\r]*'
+    r"|'[^'\\\n\r]*(?:\\[^\n\r][^'\\\n\r]*)*'?"
+)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def brackets(text: str, start: int, end: int) -> list[str]:
+    """The ``{ } [ ]`` tokens of ``text[start:end]`` in order, as :func:`tokenize` yields them (none inside a
+    string or comment), found without a Python step per token."""
+    return _BRACKETS.findall(_HIDDEN.sub("", text[start:end]))
+
+
 _DECODER = json.JSONDecoder(parse_constant=lambda name: _reject_constant(name), strict=True)
 _SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]  # typeshed: the context is a JSONDecoder
 _WS_RE = re.compile(r"[ \t\n\r]*")

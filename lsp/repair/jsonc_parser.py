@@ -50,6 +50,7 @@ from .jsonc_lex import (
     Lexer,
     _first_bad,
     _is_good_escape,
+    brackets,
     tokenize,
 )
 
@@ -116,8 +117,8 @@ class ParseResult:
 
 
 def _fix_body(body: str, single: bool = False) -> str:
-    """Repair a string body in place: only bad escapes, raw control characters (and, from single quotes,
-    bare double quotes and ``\\'``) change, so the value the user meant is kept."""
+    """Repair a string body in place: only bad escapes (``\\'`` read as the apostrophe it escapes), raw control
+    characters (and, from single quotes, bare double quotes) change, so the value the user meant is kept."""
 
     def sub(m: re.Match[str]) -> str:
         t = m.group()
@@ -126,7 +127,7 @@ def _fix_body(body: str, single: bool = False) -> str:
         if t == '"':
             return '\\"'
         if t.startswith("\\"):
-            return "'" if t == "\\'" and single else "\\" + t
+            return "'" if t == "\\'" else "\\" + t  # \' escapes an apostrophe (JavaScript, Python)
         return json.dumps(t)[1:-1]
 
     return (_SQ_SCAN if single else _STR_SCAN).sub(sub, body)
@@ -162,6 +163,17 @@ def _normalize_number(t: str) -> str | None:
 _WORD_FIX = {"true": "true", "false": "false", "none": "null", "null": "null", "nan": "null", "undefined": "null"}
 
 
+def literal_with_slip(word: str) -> str | None:
+    """The literal ``word`` is with one character typed into it or one letter lost (``xtrue``, ``nulll``, ``fals``):
+    quoting it would turn a boolean or null into a string the user never meant; None for any other word."""
+    for lit in ("true", "false", "null"):
+        if len(word) == len(lit) + 1 and any(word[:i] + word[i + 1 :] == lit for i in range(len(word))):
+            return lit
+        if len(word) == len(lit) - 1 and any(lit[:i] + lit[i + 1 :] == word for i in range(len(lit))):
+            return lit
+    return None
+
+
 def _line_start(text: str, pos: int) -> int:
     return text.rfind("\n", 0, pos) + 1
 
@@ -184,7 +196,7 @@ def _bracket_faults(text: str, pos: int, end: int, openers: list[str]) -> int:
     """Closers that do not match plus containers left open, reading ``text[pos:end]`` with ``openers`` open."""
     st = list(openers)
     bad = 0
-    for kind, _s, _e in tokenize(text, pos, end):
+    for kind in brackets(text, pos, end):
         if kind in (OBJ_OPEN, ARR_OPEN):
             st.append(kind)
         elif kind in (OBJ_CLOSE, ARR_CLOSE):
@@ -755,6 +767,11 @@ class _Parser:
                 s, e, "json.invalid-literal", f"{text[s:e]!r} is not a JSON value (use {literal})", [(s, e, literal)]
             )
             return e
+        slip = None if key else literal_with_slip(text[s:e])
+        if slip is not None:
+            msg = f"{text[s:e]!r} is not a JSON value (a letter typed into {slip}?)"
+            self._add(s, e, "json.invalid-literal", msg, [(s, e, slip)])
+            return e
         if kind == BAD_NUMBER and not key:
             norm = _normalize_number(text[s:e])
             if norm is not None:
@@ -769,6 +786,10 @@ class _Parser:
         if nxt is not None:
             self.pending.append(nxt)
         fix = [(s, word_end, _quote(text[s:word_end]))]
+        if text[s - 1 : s] == '"' or text[word_end : word_end + 1] == '"':
+            # a word glued to a quote (a",b" or "k"e"y"): the quote is misplaced, so where each string starts
+            # and ends is a guess; quoting the word would keep that guess (["a",",b"])
+            fix = []
         if key:
             self._add(s, word_end, "json.unquoted-key", "property names must be double-quoted strings", fix)
         else:

@@ -47,10 +47,11 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     shape = shape_of(blank)
     values: list[object] = []
-    best: list[tuple[int, int, int, int, str]] = []  # per distinct value: (-agreement, padded, kind, distance, text)
+    # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
+    best: list[tuple[int, int, int, int, str, int, str]] = []
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
-        key = (-shape.agreement(row, new_line), padded, kind, dist, cand)
+        key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
         k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
         if k is None:
             values.append(value)
@@ -62,7 +63,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         return None  # equally plausible repairs that mean different things: the indentation cannot tell
-    after = _misfits(shape_of(_blank_jsonc(ranked[0][4]) if jsonc else ranked[0][4]))
+    after = _misfits_after(shape, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
@@ -78,6 +79,23 @@ def shape_of(text: str) -> _Shape:
 def _misfits(shape: _Shape) -> int:
     """Non-blank lines not indented as deep as they nest (0 when the text has no indentation step)."""
     return sum(ind is not None for ind in shape.indent) - shape.prefix[-1] if shape.unit else 0
+
+
+def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
+    """:func:`_misfits` of the winning candidate: from the broken document's shape when the edit leaves every other
+    line as it was and the edited line's indentation too (an edit on one line shifts the later lines' depth
+    only, which :meth:`_Shape.agreement` counts); else from the candidate's own shape."""
+    _, _, _, _, cand, row, new_line = won
+    lo, hi = shape.starts[row], shape.ends[row]
+    old = blank[lo:hi]
+    body, old_body = new_line.lstrip(" \t"), old.lstrip(" \t")
+    same_rest = len(new_line) - len(body) == len(old) - len(old_body) and bool(body.strip()) == bool(old_body.strip())
+    if same_rest and jsonc:
+        cand_blank = _blank_jsonc(cand)
+        same_rest = cand_blank[:lo] == blank[:lo] and cand_blank[lo + len(new_line) :] == blank[hi:]
+    if not same_rest or not shape.unit:
+        return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
+    return sum(ind is not None for ind in shape.indent) - shape.agreement(row, new_line)
 
 
 def _padded(blank: str, a: int, ch: str) -> int:
@@ -109,6 +127,9 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
+            if blank[pos - 1 : pos] == "\\" and blank[pos : pos + 1] in "'`":
+                # \' escapes an apostrophe (JavaScript): a quote typed after the backslash would add a " to the value
+                edits = [ed for ed in edits if ed[2] != '"']
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
@@ -116,7 +137,8 @@ def _candidates(
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
-                if not small and not _LINE.fullmatch(new_line):
+                stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
+                if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue
                 cand = text[:a] + ch + text[b:]
                 if cand in seen:
@@ -138,6 +160,7 @@ def _candidates(
     return found
 
 
+_CLOSERS = ("}", "]")
 _STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
@@ -149,22 +172,25 @@ class _Shape:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        self.ends = [s - 1 for s in self.starts[1:]] + [len(text)]
+        raw = text.split("\n")
+        self.starts = list(itertools.accumulate((len(ln) + 1 for ln in raw[:-1]), initial=0))
+        self.ends = [s + len(ln) for s, ln in zip(self.starts, raw, strict=True)]
         # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
-        lines = _STRINGS.sub('""', text).split("\n")
-        bodies = [ln.lstrip(" \t") for ln in lines]
-        self.indent: list[int | None] = [  # None: a blank line
-            len(ln) - len(b) if b.strip() else None for ln, b in zip(lines, bodies, strict=True)
-        ]
-        nets = [ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]") for ln in lines]
-        self.after = list(itertools.accumulate(nets))  # depth after each line
-        self.first = [  # depth at the line's first token (a leading closer already counted)
-            (self.after[i - 1] if i else 0) - (b[:1] in ("}", "]")) for i, b in enumerate(bodies)
-        ]
-        self.unit = _indent_unit(self.indent)
-        n = len(self.starts)
-        self.fits = [self._fits(i, self.first[i]) for i in range(n)]
+        lines = _STRINGS.sub('""', text).split("\n") if '"' in text else raw
+        indent: list[int | None] = []  # None: a blank line
+        after: list[int] = []  # depth after each line
+        first: list[int] = []  # depth at the line's first token (a leading closer already counted)
+        depth = 0
+        for ln in lines:
+            b = ln.lstrip(" \t")
+            indent.append(len(ln) - len(b) if b and not b.isspace() else None)
+            first.append(depth - 1 if b[:1] in _CLOSERS else depth)
+            if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
+                depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+            after.append(depth)
+        self.indent, self.after, self.first = indent, after, first
+        self.unit = unit = _indent_unit(indent)
+        self.fits = [unit > 0 and ind is not None and ind == f * unit for ind, f in zip(indent, first, strict=True)]
         self.prefix = [0, *itertools.accumulate(self.fits)]
         self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
 
@@ -174,7 +200,11 @@ class _Shape:
     def suffix(self, delta: int) -> list[int]:
         """suffix[i]: lines from i on that fit when every depth from there is shifted by ``delta``."""
         if delta not in self._suffix:
-            fits = [self._fits(i, self.first[i] + delta) for i in range(len(self.starts))]
+            u = self.unit
+            fits = [
+                u > 0 and ind is not None and ind == (f + delta) * u
+                for ind, f in zip(self.indent, self.first, strict=True)
+            ]
             self._suffix[delta] = [*itertools.accumulate(reversed(fits))][::-1] + [0]
         return self._suffix[delta]
 

@@ -278,14 +278,23 @@ def _pad_row(row_line: str, missing: int) -> str:
 
 
 def table_edits(
-    text: str, lines: list[str], starts: list[int], first: int, last: int, *, has_sep: bool, base: int = 0
+    text: str,
+    lines: list[str],
+    starts: list[int],
+    first: int,
+    last: int,
+    *,
+    has_sep: bool,
+    base: int = 0,
+    width: int | None = None,
 ) -> tuple[list[tuple[int, int, str]], int]:
-    """Edits that give every row of the table one column count (the widest row's) and a separator row."""
+    """Edits that give every row of the table one column count (``width``: the widest row's unless given; a
+    rendered table keeps its header's, short rows padded, never a column added) and a separator row."""
     rows = list(range(first, last + 1))
     bodies = {i: _row_body(lines[i], base) for i in rows}
     sep_line = first + 1 if has_sep else None
     counts = {i: len(split_cells(bodies[i][1])) for i in rows if i != sep_line}
-    width = max(counts.values())
+    width = max(counts.values()) if width is None else width
     edits: list[tuple[int, int, str]] = []
     for i in rows:
         line = lines[i]
@@ -412,16 +421,15 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
         if b.kind == "table":
             style = _mds.table_issues(text, lines, starts, b, MdIssue)
             issues += style
-            cut = [i for i in style if i.code == "md.table-swallows-paragraph"]
-            last = b.last if not cut else _line_at(starts, cut[0].start) - 1
+            last = b.first + _mds.table_rows(lines, b) - 1
             hdr = len(split_cells(_row_body(lines[b.first], base)[1]))
             counts = [len(split_cells(_row_body(lines[i], base)[1])) for i in range(b.first + 2, last + 1)]
-            if all(c == hdr for c in counts):
-                continue
-            edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base)
+            if all(c >= hdr for c in counts):
+                continue  # a row wider than the header: which | was typed by mistake is anyone's guess
+            edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base, width=hdr)
             reg = region(b.first, last)
             for i, cnt in enumerate(counts, start=b.first + 2):
-                if cnt != hdr:
+                if cnt < hdr:
                     s, e = line_span(i)
                     issues.append(
                         MdIssue(
@@ -499,8 +507,9 @@ def table_at(text: str, offset: int) -> tuple[Block, list[str], list[int]] | Non
     return None
 
 
-def table_is_consistent(table_text: str) -> str | None:
-    """markdown-it-py's verdict on a repaired table region: None when it is one table with one column count."""
+def table_is_consistent(table_text: str, kept: frozenset[str] = frozenset()) -> str | None:
+    """markdown-it-py's verdict on a repaired table region: None when it is one table with one column count (rows
+    in ``kept``, lines of the document before the fix, may stay wider than the header: no repair guesses there)."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark").enable("table")
@@ -520,7 +529,10 @@ def table_is_consistent(table_text: str) -> str | None:
             row = None
     lines, _ = split_lines(table_text.rstrip("\n"))
     base = _list_base(lines, 0)
-    counts = {len(split_cells(_row_body(ln, base)[1])) for ln in lines if ln.strip()}
+    w = min(widths, default=0)
+    counts = {
+        n for ln in lines if ln.strip() and not ((n := len(split_cells(_row_body(ln, base)[1]))) > w and ln in kept)
+    }
     if len(widths) != 1 or len(counts) != 1 or counts != widths:
         return "the table's rows still differ in column count"
     return None

@@ -33,13 +33,15 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
     inner: list[int] = []
+    shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
     for j in range(block.first + 1, end):
         m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
         if not m or m.group(2)[0] != ch:
             continue
         run, rest = len(m.group(2)), m.group(3).strip()
         if run < 3:
-            if not rest and (not block.closed or _opener_after(lines, j + 1, end, ch, strip)):
+            swallows = _opener_after(lines, j + 1, end, ch, strip) or _left_open_after(lines, block.last + 1, ch, strip)
+            if not rest and (not block.closed or swallows):
                 return j
             continue
         if rest:
@@ -47,8 +49,23 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
         elif inner and run >= inner[-1]:
             inner.pop()
         elif not block.closed and run < n:
-            return j
-    return None
+            shorter.append((run, j))
+    if not shorter:
+        return None
+    # The longest of them (````` opened, an inner ``` pair, then ```` : one keystroke too many on the opener);
+    # runs all alike: the first
+    top = max(r for r, _ in shorter)
+    return next(j for r, j in shorter if r == top)
+
+
+def _left_open_after(lines: list[str], lo: int, ch: str, strip: object) -> bool:
+    """Whether the fences after line ``lo`` leave one open at the end (an odd count of fence lines of ``ch``): the
+    block before them closed on a line meant to open the next one."""
+    count = 0
+    for j in range(lo, len(lines)):
+        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
+        count += bool(m and m.group(2)[0] == ch and len(m.group(2)) >= 3)
+    return count % 2 == 1
 
 
 def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) -> bool:
@@ -82,31 +99,20 @@ def fence_issue(text: str, lines: list[str], starts: list[int], block: Block, j:
 
 
 def table_issues(text: str, lines: list[str], starts: list[int], block: Block, issue_cls: type) -> list[MdIssue]:
-    """Pipe style (a row without the leading / trailing ``|`` the other rows have) and a paragraph line run into the
-    table (a row with no ``|`` after rows that all have them: GFM reads it as a one-cell row)."""
+    """Pipe style: the one row without the leading / trailing ``|`` the other rows have. Rows from the first line
+    without a ``|`` on are left alone: GFM reads such a line as one more (one-cell) row, a paragraph only after a
+    blank line, and the document means what it renders (splitting it off would move text out of the table)."""
     out: list[MdIssue] = []
     rows = list(range(block.first, block.last + 1))
-    cut = next((i for i in rows[2:] if "|" not in lines[i]), None)
-    # prose: after at least one real row, or a sentence (a lone "1" under the header is a one-cell row)
-    if cut is not None and (cut > block.first + 2 or len(lines[cut].split()) >= 3):
-        at = starts[cut]
-        out.append(
-            issue_cls(
-                at,
-                at + len(lines[cut]),
-                "md.table-swallows-paragraph",
-                "this line has no | : it is prose run into the table above (a blank line ends the table)",
-                "markdown",
-                [(at, at, "\n")],
-                (starts[block.first], at + len(lines[cut])),
-            )
-        )
-        rows = [i for i in rows if i < cut]
+    rows = rows[: table_rows(lines, block)]
     bodies = [(i, lines[i][len(block.prefix) :] if lines[i].startswith(block.prefix) else lines[i]) for i in rows]
     lead = [b.lstrip().startswith("|") for _, b in bodies]
     trail = [b.rstrip().endswith("|") and not b.rstrip().endswith("\\|") for _, b in bodies]
+    # One keystroke slips one row: a pipe is restored only when exactly one row lacks what the others have (two rows
+    # that differ are the author's style, as in markdownlint's MD055 examples)
+    odd = {i for flags in (lead, trail) if sum(flags) >= 2 for i, has in enumerate(flags) if not has}
     for flags, where in ((lead, "leading"), (trail, "trailing")):
-        if sum(flags) < 2 or sum(flags) == len(flags):
+        if sum(flags) < 2 or sum(flags) == len(flags) or len(odd) != 1:
             continue
         for (i, body), has in zip(bodies, flags, strict=True):
             if has:
@@ -130,6 +136,12 @@ def table_issues(text: str, lines: list[str], starts: list[int], block: Block, i
                 )
             )
     return out
+
+
+def table_rows(lines: list[str], block: Block) -> int:
+    """How many of the table's lines, from its header, hold a ``|`` (the rows a repair may touch)."""
+    n = block.last - block.first + 1
+    return next((k for k in range(2, n) if "|" not in lines[block.first + k]), n)
 
 
 _SEP_CHARS = re.compile(r"[\s|:\-]+")

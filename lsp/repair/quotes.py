@@ -71,13 +71,22 @@ def _parses(text: str, jsonc: bool) -> bool:
 def newline_in_string_fix(text: str, jsonc: bool) -> str | None:
     """``text`` with the line break inside one string escaped, when the next line closes that string and the
     document then parses; None otherwise."""
-    if _parses(text, jsonc):
+    try:
+        json.loads(_blank_jsonc(text) if jsonc else text)
         return None
-    for m in _OPEN_LINE.finditer(text):
-        fixed = text[: m.end() - 1] + "\\n" + text[m.end() :]
-        if _parses(fixed, jsonc):
-            return fixed
-    return None
+    except RecursionError:
+        return None
+    except ValueError as exc:
+        # The reading stops at the first raw line break inside a string: only that one can be the slip (one
+        # escape must make the whole document parse), so one candidate, not one per line (a long file's lines).
+        pos = getattr(exc, "pos", -1)
+        if not str(exc).startswith("Invalid control character") or text[pos : pos + 1] != "\n":
+            return None
+    m = next((m for m in _OPEN_LINE.finditer(text, text.rfind("\n", 0, pos) + 1) if m.end() - 1 == pos), None)
+    if m is None:
+        return None
+    fixed = text[:pos] + "\\n" + text[pos + 1 :]
+    return fixed if _parses(fixed, jsonc) else None
 
 
 def concat_fix(text: str, jsonc: bool) -> str | None:

@@ -80,6 +80,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         one = _keystroke(text, lang, issue)
         if one is not None:
             return one
+    if any(_glued(t) for t in targets):
+        # a word glued to a misplaced quote that no one-keystroke repair explains: which text is one string is a
+        # guess (see _bare_word), and quoting by that guess changes the values (["a",",b"])
+        return None
     what = describe(lang)
     title_one = f"Fix {describe(getattr(targets[0], 'language', lang))}: {targets[0].message}"
     title = title_one if issue is not None else f"Fix all {what} structure problems"
@@ -223,12 +227,9 @@ def _whole_lines(text: str, s: int, e: int) -> tuple[int, int]:
     return text.rfind("\n", 0, s) + 1, len(text) if nl < 0 else nl
 
 
-def _extent(issue) -> tuple[int, int]:
-    """The issue's span together with its repair's edits (what the repair may touch)."""
-    lo, hi = issue.start, issue.end
-    for a, b, _ in issue.edits:
-        lo, hi = min(lo, a), max(hi, b)
-    return lo, hi
+def _glued(issue) -> bool:
+    """An unquoted word the tolerant parse left without a repair: it touches a quote (``a",b"``, ``"k"e"y"``)."""
+    return issue.code in ("json.unquoted-string", "json.unquoted-key") and not issue.edits
 
 
 def _spans(issue) -> list[tuple[int, int]]:

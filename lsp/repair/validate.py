@@ -90,13 +90,6 @@ def _validate(original: str, fixed: str, language_id: str, segs: list[Seg], keep
     return None
 
 
-def _extent(start: int, end: int, edits: list[tuple[int, int, str]]) -> tuple[int, int]:
-    lo, hi = start, end
-    for a, b, _ in edits:
-        lo, hi = min(lo, a), max(hi, b)
-    return lo, hi
-
-
 def _map_outside(p_lo: int, p_hi: int, segs: list[Seg]) -> int | None:
     """Shift for an original range lying wholly outside every segment (None when it touches one)."""
     shift = 0
@@ -155,6 +148,8 @@ def _validate_json(
             _json.strict_loads(fixed, jsonc)
         except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
             return f"the result does not parse: {exc}"
+    if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
+        return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
     fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose") for ed in i.edits]
     no_block = "/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]
     for cluster in _clusters(original, segs, lo, hi_orig, no_block):
@@ -164,6 +159,18 @@ def _validate_json(
     if keep_values and _moves_brackets(original, fixed, segs):
         return _nesting_kept(original, fixed, jsonc, lo, hi_orig, flo, hi_fixed)
     return None
+
+
+def _only_line_breaks_escaped(original: str, fixed: str, jsonc: bool) -> bool:
+    """Whether ``fixed`` is ``original`` with raw line breaks written as ``\\n`` and nothing else, and parses: an
+    escape is only valid inside a string, so each became part of the string it was typed in."""
+    if fixed.count("\n") >= original.count("\n") or fixed.replace("\\n", "\n") != original.replace("\\n", "\n"):
+        return False
+    try:
+        _json.strict_loads(fixed, jsonc)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:
@@ -334,13 +341,14 @@ _SEPARATED = re.compile(r"[-+]?\d{1,3}(?:[_']\d{3})+(?:\.\d+)?")
 
 @functools.lru_cache(maxsize=16)
 def _pairs(text: str, jsonc: bool, lo: int, hi: int) -> int:
-    """Brackets the text closes with their own kind (a stray or mismatched closer pairs with nothing)."""
+    """Brackets the text closes with their own kind (a stray or mismatched closer pairs with nothing). The
+    brackets are the lexer's (:func:`~.jsonc_lex.tokenize`), found without a Python step per token (long files)."""
     stack: list[str] = []
     n = 0
-    for kind, _a, _b in _json.tokenize(text, lo, hi):
-        if kind in ("{", "["):
-            stack.append(kind)
-        elif kind in ("}", "]") and stack and {"{": "}", "[": "]"}[stack[-1]] == kind:
+    for ch in _json.brackets(text, lo, hi):
+        if ch in "{[":
+            stack.append(ch)
+        elif stack and stack[-1] == ("{" if ch == "}" else "["):
             stack.pop()
             n += 1
     return n
@@ -487,6 +495,7 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
     o_fences = _json_fences(original)
     f_fences = _json_fences(fixed)
     fblocks, flines, fstarts = _md.scan_blocks(fixed)
+    o_lines = set(_md.scan_blocks(original)[1])
     for s, e, fs, fe in segs:
         # A span inside one JSON fence: judge it as JSON (values, comments, tokens) on the fence body.
         inside = next(((cs, ce, lg) for cs, ce, lg in o_fences if cs <= s and e <= ce), None)
@@ -518,7 +527,8 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             rs, re_ = fstarts[block.first], fstarts[block.last] + len(flines[block.last])
             if re_ < fs or rs > fe:
                 continue
-            why = _md.table_is_consistent(fixed[rs:re_] + "\n")
+            kept = frozenset(ln for ln in flines[block.first : block.last + 1] if ln in o_lines)
+            why = _md.table_is_consistent(fixed[rs:re_] + "\n", kept)
             if why:
                 return why
     return None

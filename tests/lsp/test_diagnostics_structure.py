@@ -28,7 +28,8 @@ def _one(text: str, lang: str) -> tuple[str, str]:
         ('{"a": 1,}', "json", "json.trailing-comma", ","),
         ('{"a": 1 "b": 2}', "json", "json.missing-comma", '"b"'),
         ('{"a": "x\\q"}', "json", "json.bad-escape", '"x\\q"'),
-        ('{"a": tru}', "json", "json.unquoted-string", "tru"),
+        ('{"a": tru}', "json", "json.invalid-literal", "tru"),  # true with a letter lost, not the string "tru"
+        ('{"a": trux}', "json", "json.unquoted-string", "trux"),
         ("{'a': 1}", "json", "json.single-quotes", "'a'"),
         ("{a: 1}", "json", "json.unquoted-key", "a"),
         ('{"a": 01}', "json", "json.invalid-number", "01"),

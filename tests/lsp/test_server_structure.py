@@ -64,7 +64,7 @@ async def _empty(client, uri):
 
 async def test_markdown_diagnostics(lsp):
     uri = "file:///s/notes.md"
-    text = '# Notes\n\n| a | b |\n|---|---|\n| 1 | 2 | 3 |\n\n```json\n{"x": [1, 2}\n```\n\n```python\nprint(1)\n'
+    text = '# Notes\n\n| a | b |\n|---|---|\n| 1 |\n\n```json\n{"x": [1, 2}\n```\n\n```python\nprint(1)\n'
     open_doc(lsp, uri, text, "markdown")
     await wait_until(lambda: _has(lsp, uri), timeout=20)
     lines = {d.range.start.line for d in lsp.diagnostics[uri]}

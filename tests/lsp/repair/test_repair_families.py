@@ -218,10 +218,24 @@ def test_a_damaged_separator_row_is_rebuilt_with_its_alignment() -> None:
     assert md_fix(text) == "| a | b |\n| :-- | --: |\n| 1 | 2 |\n"
 
 
-def test_a_paragraph_run_into_a_table_is_separated_not_padded() -> None:
-    text = "| a | b |\n| - | - |\n| 1 | 2 |\nThis sentence follows the table.\n"
-    assert [i.code for i in find_issues(text, "markdown")] == ["md.table-swallows-paragraph"]
-    assert md_fix(text) == "| a | b |\n| - | - |\n| 1 | 2 |\n\nThis sentence follows the table.\n"
+@pytest.mark.parametrize(
+    "text",
+    [
+        # GFM renders the sentence as one more row of the table: a blank line would move it out (another meaning)
+        "| a | b |\n| - | - |\n| 1 | 2 |\nThis sentence follows the table.\n",
+        # two rows in two styles: the author's choice (markdownlint MD055), not one slipped keystroke
+        "| a | b |\n| - | -\n  1 | 2 |\n",
+        # a row wider than the header: which | was typed by mistake is unknown, and a new column changes the table
+        "| a | b |\n| - | - |\n| 1 | 2 | 3 |\n",
+    ],
+)
+def test_a_table_that_renders_is_not_restyled_into_another_meaning(text: str) -> None:
+    assert md_fix(text) in (None, text)
+
+
+def test_a_slipped_pipe_is_restored_beside_a_row_wider_than_the_header() -> None:
+    text = "| a | b |\n| - | - |\n| 1 | 2 |\n 3 |\n| 4 | 5 | 6 |\n"
+    assert md_fix(text) == "| a | b |\n| - | - |\n| 1 | 2 |\n| 3 |  |\n| 4 | 5 | 6 |\n"
 
 
 # -- minimal: no fix changes bytes outside its span ----------------------------------------------------------------
@@ -282,3 +296,72 @@ def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -
 def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:
     out = fixed_text('[\n"abc,\n"def"\n]', "json")
     assert out is not None and json.loads(out) == ["abc", "def"]
+
+
+# -- wrong-but-valid: no fix where the fix would change a value ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[a",b"]',  # quoting by the misplaced quote's reading gives ["a", ",b"]
+        '{"k"e"y": "value"}',  # a key with quotes inside is not a key, a value and another key
+    ],
+)
+def test_a_word_glued_to_a_misplaced_quote_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None
+
+
+def test_an_escaped_apostrophe_never_becomes_a_new_double_quote() -> None:
+    out = fixed_text('{"key": "valu\\\'e"}', "json")  # JavaScript's \' : an apostrophe, not \" + '
+    assert out is None or json.loads(out) == {"key": "valu'e"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"strict": xtrue, "a": nulll}', {"strict": True, "a": None}),  # a letter typed into a literal
+        ('{"a": [fals, tru]}', {"a": [False, True]}),  # a letter lost from one
+    ],
+)
+def test_a_literal_with_one_letter_slipped_stays_a_literal_not_a_string(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_closer_typed_on_a_line_of_its_own_is_deleted_not_made_a_new_block_end() -> None:
+    # an editor file: the "}" at column 0 would close compilerOptions early and pull its members up a level
+    text = (
+        '{\n  "$schema": "x",\n  "compilerOptions": {\n    "lib": ["es2023"],\n    "target": "es2022",\n}\n'
+        '    "strict": true,\n    "skipLibCheck": true\n  }\n}\n'
+    )
+    out = fixed_text(text, "jsonc")
+    assert out is not None
+    assert json.loads(out) == {
+        "$schema": "x",
+        "compilerOptions": {"lib": ["es2023"], "target": "es2022", "strict": True, "skipLibCheck": True},
+    }
+
+
+def test_a_fence_opener_one_backtick_too_long_is_closed_by_its_own_closer_not_an_inner_fence() -> None:
+    text = "Intro\n\n`````md\nA\n```\nx = 1\n```\nB\n````\n\nAfter\n"
+    out = md_fix(text)
+    assert out is not None and blocks(out) == blocks("Intro\n\n````md\nA\n```\nx = 1\n```\nB\n````\n\nAfter\n")
+    assert "x = 1\n```\nB" in out  # the inner fence lines keep their text
+
+
+def test_a_closer_that_lost_a_backtick_is_repaired_when_the_fences_after_it_are_left_open() -> None:
+    text = "Intro\n```\ncode\n``\n\n```\nmore code\n```\nEnd\n"
+    assert md_fix(text) == "Intro\n```\ncode\n```\n\n```\nmore code\n```\nEnd\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"key\nafter": "foo"}', {"key\nafter": "foo"}),  # a line break typed inside a key
+        ('{"k": "line one\nline two", "b": 1}', {"k": "line one\nline two", "b": 1}),
+    ],
+)
+def test_a_line_break_typed_inside_a_string_is_escaped_and_kept(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
