@@ -19,7 +19,7 @@ from .edit_history import EditRecord
 
 __all__ = ["Site", "candidate_sites", "pick_site_region", "pick_site_windows", "MAX_SITE_DISTANCE"]
 
-MAX_GROWTH = 3  # the region grows up to this many times next_edit_lines while it fits the canvas
+MAX_GROWTH = 5  # the first window grows up to this many times next_edit_lines while it fits the canvas
 MAX_SITE_DISTANCE = 3000  # lines from the cursor a site may be (the farther, the less it counts: DECAY_LINES)
 DECAY_LINES = 50.0  # a site this many lines from the cursor counts half as much as one at the cursor
 SIMILAR = 0.75  # a line this similar (difflib ratio) to a line the edit changed has the same shape
@@ -135,7 +135,7 @@ def pick_site_region(
     count_tokens: Callable[[str], int],
     max_tokens: int,
 ) -> tuple[int, int]:
-    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to three times as
+    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to MAX_GROWTH times as
     many) placed to hold the most sites within :data:`MAX_SITE_DISTANCE` of ``cursor``, nearest first; with none,
     around the cursor (a quarter above)."""
     n = doc.index.line_count
