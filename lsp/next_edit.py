@@ -199,13 +199,21 @@ def build_next_edit_messages(
     return [ChatMessage("user", "\n".join(parts))]
 
 
+_JUNK = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")  # what strip_special_tokens drops as junk
 _FENCE_LINE = re.compile(r"^\s*`{3,}[\w+-]*\s*$")
 
 
 def clean_region(raw: str, region: str) -> str:
     """The model's region text: turn tokens cut, markers dropped, a wrapping fence removed, the region's own
     leading/trailing blank lines respected."""
+    # characters the cleaning drops as junk (U+FFFD, control characters) stay where the region itself has them: a
+    # region repeated as it was is no change, not a deletion of them
+    kept = {c: chr(0xE000 + i) for i, c in enumerate(sorted(set(_JUNK.findall(region))))}
+    for c, p in kept.items():
+        raw = raw.replace(c, p)
     text = strip_special_tokens(raw).replace("\r\n", "\n")
+    for c, p in kept.items():
+        text = text.replace(p, c)
     for m in (REGION_START, REGION_END):
         text = text.replace(m, "")
     lines = text.split("\n")

@@ -9,6 +9,7 @@ from dgemma_lsp.lsp.next_edit import (
     REGION_GAP,
     Region,
     choose_region,
+    clean_region,
     join_windows,
     judge,
     judge_windows,
@@ -113,3 +114,13 @@ def test_an_answer_over_several_windows_is_judged_window_by_window():
     assert why is None and len(edits) == 1 and edits[0].start > w2.start
     broken = join_windows([w1.text.replace("old(1)", "old(1"), w2.text])
     assert "Python" in (judge_windows(d.text, [w1, w2], broken, "python")[1] or "")
+
+
+def test_a_region_holding_replacement_characters_repeated_as_it_is_offers_nothing():
+    """A test file with U+FFFD in a string: the answer "unchanged" must not turn into deleting them (a false
+    suggestion the real-history set found), while junk the answer adds is still dropped."""
+    text = 'x = 1\nassert got == "\ufffd\ufffd"\ny = 2\n'
+    r = region_of(text, 0, 2)
+    assert clean_region(r.text, r.text) == r.text
+    assert judge(text, r, clean_region(r.text, r.text), "python") == ([], "no change")
+    assert clean_region("x = 1\ufffd", "x = 1") == "x = 1"
