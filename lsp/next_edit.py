@@ -49,7 +49,7 @@ from .diagnostics import normalize_language
 from .documents import Document
 from .edit_history import EditHistory, EditRecord
 from .model_guard import GenerateFn, hard_limit_s
-from .next_edit_sites import candidate_sites, pick_site_region
+from .next_edit_sites import Site, candidate_sites, pick_site_windows
 from .outcome import Outcome, OutcomeBoard, classify
 from .postprocess import strip_special_tokens
 from .prompt import fence_for, language_name
@@ -68,6 +68,10 @@ __all__ = [
     "Suggestion",
     "NextEditEngine",
     "pick_region",
+    "choose_region",
+    "judge_windows",
+    "join_windows",
+    "REGION_GAP",
     "build_next_edit_messages",
     "clean_region",
     "judge",
@@ -85,6 +89,10 @@ REJECT_COMMAND = "dgemma.nextEdit.reject"
 
 REGION_START = "<|REGION|>"
 REGION_END = "<|/REGION|>"
+# a region of several windows is their texts joined by this line (in the prompt's "Region" and in the answer)
+REGION_GAP = "<|GAP|>"
+GAP_ELIDED = "...\n"  # the middle of long code between windows, left out of the prompt
+GAP_CHARS = 1200  # code between windows shown whole up to this many characters
 NEXT_EDIT_INSTRUCTION = (
     f"Predict the user's next edit. The recent edits show what they are changing; the code between {REGION_START} "
     f"and {REGION_END} is where the next edit may go (for example the same change at another site). "
@@ -168,30 +176,44 @@ def shrink(
 
 
 def build_next_edit_messages(
-    before: str, region: str, after: str, *, language_id: str, path: str, history: str
+    before: str, region: str, after: str, *, language_id: str, path: str, history: str, code: str | None = None
 ) -> list[ChatMessage]:
-    """One user turn: instruction, language, path, recent edits (a diff), the code with the region marked, the
-    region alone."""
-    code = before + REGION_START + region + REGION_END + after
+    """One user turn: instruction, language, path, recent edits (a diff), the code with the region marked (``code``
+    when the region is several windows: :func:`marked_code`), the region alone."""
+    if code is None:
+        code = before + REGION_START + region + REGION_END + after
     fence = fence_for(code, history)
     parts = [NEXT_EDIT_INSTRUCTION, f"Language: {language_name(language_id)}"]
     if path:
         parts.append(f"Path: {path}")
     if history:
         parts.append(f"Recent edits (oldest first):\n{fence}diff\n{history}\n{fence}")
+    if REGION_GAP in region:
+        parts.append(
+            f"The region is several windows of the code: they are marked in order, and the region below is them "
+            f"joined by a {REGION_GAP} line. Reply with every window, joined by the same {REGION_GAP} lines."
+        )
     parts.append(f"Code:\n{fence}{language_id}\n{code}\n{fence}")
     parts.append(f"Region:\n{fence}{language_id}\n{region}\n{fence}")
     parts.append("Reply with the region after the next edit.")
     return [ChatMessage("user", "\n".join(parts))]
 
 
+_JUNK = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")  # what strip_special_tokens drops as junk
 _FENCE_LINE = re.compile(r"^\s*`{3,}[\w+-]*\s*$")
 
 
 def clean_region(raw: str, region: str) -> str:
     """The model's region text: turn tokens cut, markers dropped, a wrapping fence removed, the region's own
     leading/trailing blank lines respected."""
+    # characters the cleaning drops as junk (U+FFFD, control characters) stay where the region itself has them: a
+    # region repeated as it was is no change, not a deletion of them
+    kept = {c: chr(0xE000 + i) for i, c in enumerate(sorted(set(_JUNK.findall(region))))}
+    for c, p in kept.items():
+        raw = raw.replace(c, p)
     text = strip_special_tokens(raw).replace("\r\n", "\n")
+    for c, p in kept.items():
+        text = text.replace(p, c)
     for m in (REGION_START, REGION_END):
         text = text.replace(m, "")
     lines = text.split("\n")
@@ -232,22 +254,29 @@ def _python_breaks(text: str, candidate: str) -> bool:
     return False
 
 
-def judge(text: str, region: Region, new_region: str, language_id: str) -> tuple[list[Edit], str | None]:
-    """Edits (document offsets) turning ``region`` into ``new_region``, or ([], why not)."""
+def judge(
+    text: str, region: Region, new_region: str, language_id: str, *, size: bool = True
+) -> tuple[list[Edit], str | None]:
+    """Edits (document offsets) turning ``region`` into ``new_region``, or ([], why not). ``size=False``: the
+    caller checks the rewrite's size (:func:`judge_windows`, over all its windows)."""
     old = region.text
     crlf = "\r\n" in old
     norm_old = old.replace("\r\n", "\n")
     if new_region == norm_old:
         return [], "no change"
     rel = minimal_edits(norm_old, new_region)
-    kept = [e for e in rel if norm_old[e.start : e.end].strip() or e.new_text.strip()]
-    if not kept:
+    real = [e for e in rel if norm_old[e.start : e.end].strip() or e.new_text.strip()]
+    if not real:
         return [], "no change (whitespace only)"
+    # whitespace belongs to a real change on its own line or the next (a call split over lines, `a=1` -> `a = 1`);
+    # whitespace alone elsewhere is noise
+    near = {ln for e in real for ln in range(norm_old.count("\n", 0, e.start) - 1, norm_old.count("\n", 0, e.end) + 2)}
+    kept = [e for e in rel if e in real or norm_old.count("\n", 0, e.start) in near]
     new_region = apply_edits(norm_old, kept)
     lines = norm_old.count("\n") + 1
-    if _changed_lines(norm_old, new_region) > max(2, int(lines * MAX_CHANGED_FRACTION)):
+    if size and _changed_lines(norm_old, new_region) > max(2, int(lines * MAX_CHANGED_FRACTION)):
         return [], "too large: the rewrite changes most of the region"
-    if len(new_region.strip()) < MIN_KEPT_FRACTION * len(norm_old.strip()):
+    if size and len(new_region.strip()) < MIN_KEPT_FRACTION * len(norm_old.strip()):
         return [], "too large: the rewrite drops most of the region"
     if crlf:
         new_region = new_region.replace("\n", "\r\n")
@@ -259,6 +288,47 @@ def judge(text: str, region: Region, new_region: str, language_id: str) -> tuple
     candidate = text[: region.start] + new_region + text[region.end :]
     if normalize_language(language_id) is None and language_id == "python" and _python_breaks(text, candidate):
         return [], "invalid: the file would no longer parse as Python"
+    return edits, None
+
+
+def join_windows(texts: list[str]) -> str:
+    """Several windows' texts as one region text (the canvas's seed, the answer): joined by a :data:`REGION_GAP`
+    line."""
+    return ("\n" + REGION_GAP + "\n").join(texts)
+
+
+def judge_windows(text: str, windows: list[Region], new_region: str, language_id: str) -> tuple[list[Edit], str | None]:
+    """:func:`judge` for a region of several windows: the answer split at its :data:`REGION_GAP` lines, each window
+    judged on its own (a window left as it was adds nothing), the rewrite's size over all the windows together and
+    the Python check over the whole changed file. One window: :func:`judge`."""
+    if len(windows) == 1:
+        return judge(text, windows[0], new_region, language_id)
+    parts = new_region.split("\n" + REGION_GAP + "\n")
+    if len(parts) != len(windows):
+        return [], "invalid: the answer lost a window mark"
+    edits: list[Edit] = []
+    changed = total = kept_chars = old_chars = 0
+    for w, new in zip(windows, parts, strict=True):
+        total += w.text.count("\n") + 1
+        old_chars += len(w.text.strip())
+        kept_chars += len(new.strip())
+        got, why = judge(text, w, new, "plaintext" if language_id == "python" else language_id, size=False)
+        if why is not None and why.startswith("no change"):
+            continue
+        if why is not None:
+            return [], why
+        changed += _changed_lines(w.text.replace("\r\n", "\n"), new)
+        edits += got
+    if not edits:
+        return [], "no change"
+    if changed > max(2, int(total * MAX_CHANGED_FRACTION)):
+        return [], "too large: the rewrite changes most of the region"
+    if kept_chars < MIN_KEPT_FRACTION * old_chars:
+        return [], "too large: the rewrite drops most of the region"
+    if normalize_language(language_id) is None and language_id == "python":
+        candidate = apply_edits(text, edits)
+        if _python_breaks(text, candidate):
+            return [], "invalid: the file would no longer parse as Python"
     return edits, None
 
 
@@ -324,6 +394,47 @@ def _seed(region: str, tokenizer: Any, count_tokens: Callable[[str], int], canva
     return {"seed_text": region, "canvas_length": length, "seed_tokens": n}
 
 
+def choose_region(
+    doc: Document, line: int, recent: list[EditRecord], *, lines: int, count_tokens: Callable[[str], int], cap: int
+) -> tuple[list[Region], list[Site]]:
+    """The windows a next edit rewrites for the cursor on ``line`` (document order; the candidate sites of the
+    recent edits place them, together they hold at most four fifths of the canvas ``cap``), and the sites."""
+    sites = candidate_sites(doc, recent)
+    budget = cap * 4 // 5
+    windows = pick_site_windows(doc, line, sites, lines=lines, count_tokens=count_tokens, max_tokens=budget)
+    if len(windows) == 1:
+        first, last = windows[0]
+        return [shrink(doc, first, last, line, count_tokens=count_tokens, max_tokens=budget)], sites
+    idx = doc.index
+    return [
+        Region(idx.line_start(a), idx.line_end(b), a, b, doc.text[idx.line_start(a) : idx.line_end(b)])
+        for a, b in windows
+    ], sites
+
+
+def span(doc: Document, windows: list[Region]) -> Region:
+    """One region from the first window's start to the last one's end (what the answer names and an accept edits)."""
+    a, b = windows[0], windows[-1]
+    return Region(a.start, b.end, a.first_line, b.last_line, doc.text[a.start : b.end])
+
+
+def marked_code(text: str, windows: list[Region], before: str, after: str) -> str:
+    """The code the prompt shows: ``before``, each window between the region marks, the code between windows (its
+    middle left out, :data:`GAP_ELIDED`, past :data:`GAP_CHARS`), ``after``."""
+    parts = [before]
+    for i, w in enumerate(windows):
+        if i:
+            gap = text[windows[i - 1].end : w.start].replace("\r\n", "\n")
+            if len(gap) > GAP_CHARS:
+                head = gap[: GAP_CHARS // 2]
+                tail = gap[-GAP_CHARS // 2 :]
+                gap = head[: head.rfind("\n") + 1] + GAP_ELIDED + tail[tail.find("\n") + 1 :]
+            parts.append(gap)
+        parts.append(REGION_START + w.text.replace("\r\n", "\n") + REGION_END)
+    parts.append(after)
+    return "".join(parts)
+
+
 async def suggest_once(
     doc: Document,
     line: int,
@@ -342,16 +453,13 @@ async def suggest_once(
     count = backend.count_tokens
     cap = max(8, min(NEXT_EDIT_CANVAS_FACTOR * s.canvas_length, 4096))
     recent = history.edits(doc.uri) if history is not None else []
-    sites = candidate_sites(doc, recent)
-    first, last = pick_site_region(
-        doc, line, sites, lines=s.next_edit_lines, count_tokens=count, max_tokens=cap * 4 // 5
-    )
-    region = shrink(doc, first, last, line, count_tokens=count, max_tokens=cap * 4 // 5)
+    windows, sites = choose_region(doc, line, recent, lines=s.next_edit_lines, count_tokens=count, cap=cap)
+    region = span(doc, windows)
     out = Suggestion(doc.uri, version, region)
     hist = history.render(doc.uri, count, s.edit_history_tokens) if history is not None else ""
     before, _ = trim_prefix(text[max(0, region.start - CONTEXT_CHARS) : region.start], s.max_prefix_tokens, count)
     after, _ = trim_suffix(text[region.end : region.end + CONTEXT_CHARS], s.max_suffix_tokens, count)
-    norm = region.text.replace("\r\n", "\n")
+    norm = join_windows([w.text.replace("\r\n", "\n") for w in windows])
     messages = build_next_edit_messages(
         before.replace("\r\n", "\n"),
         norm,
@@ -359,6 +467,7 @@ async def suggest_once(
         language_id=doc.language_id,
         path=doc.prompt_name,
         history=hist,
+        code=marked_code(text, windows, before.replace("\r\n", "\n"), after.replace("\r\n", "\n")),
     )
     seed = _seed(norm, tokenizer, count, cap)
     seed_tokens = seed.pop("seed_tokens")
@@ -385,7 +494,10 @@ async def suggest_once(
         "pinned": list(req.pinned or ()),
         "steps": req.max_denoising_steps,
         "history": hist,
-        "sites": [{"line": x.line, "why": x.why} for x in sites if region.first_line <= x.line <= region.last_line][:8],
+        "sites": [
+            {"line": x.line, "why": x.why} for x in sites if any(w.first_line <= x.line <= w.last_line for w in windows)
+        ][:8],
+        "windows": [[w.first_line, w.last_line] for w in windows],
     }
     out.request["promptChars"] = sum(len(m.content) for m in messages)
     done: Done | None = None
@@ -411,7 +523,7 @@ async def suggest_once(
     out.steps = sum(done.stats.steps_per_canvas)
     out.confidence = confidence(done)
     out.new_region = clean_region(done.text, norm)
-    edits, why = judge(text, region, out.new_region, doc.language_id)
+    edits, why = judge_windows(text, windows, out.new_region, doc.language_id)
     if why is None:
         # a change that repeats the recent edits needs the gate's confidence; one unlike them four times as much
         gate = threshold(s, backend)

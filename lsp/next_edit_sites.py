@@ -17,10 +17,11 @@ from difflib import SequenceMatcher
 from .documents import Document
 from .edit_history import EditRecord
 
-__all__ = ["Site", "candidate_sites", "pick_site_region", "MAX_SITE_DISTANCE"]
+__all__ = ["Site", "candidate_sites", "pick_site_region", "pick_site_windows", "MAX_SITE_DISTANCE"]
 
-MAX_GROWTH = 3  # the region grows up to this many times next_edit_lines while it fits the canvas
-MAX_SITE_DISTANCE = 400  # lines from the cursor a site may be
+MAX_GROWTH = 5  # the first window grows up to this many times next_edit_lines while it fits the canvas
+MAX_SITE_DISTANCE = 3000  # lines from the cursor a site may be (the farther, the less it counts: DECAY_LINES)
+DECAY_LINES = 50.0  # a site this many lines from the cursor counts half as much as one at the cursor
 SIMILAR = 0.75  # a line this similar (difflib ratio) to a line the edit changed has the same shape
 MAX_SIMILAR_SCAN = 5000  # lines compared for shape (a longer document: the nearest ones)
 WEIGHTS = {"same line": 3.0, "similar line": 2.0, "call": 2.0, "old word": 1.0, "old literal": 0.5, "new name": 1.0}
@@ -54,7 +55,7 @@ def _tokens(text: str) -> list[str]:
 
 def _removed(r: EditRecord) -> list[str]:
     """Tokens (names, strings, numbers) the edit removed: what the next sites still hold."""
-    after = set(_tokens(r.new))
+    after = set(_tokens(r.new)) | set(_NAMES.findall(r.new))  # a name moved into an f-string is not removed
     return [t for t in dict.fromkeys(_tokens(r.old)) if t not in after and t not in _KEYWORDS]
 
 
@@ -134,7 +135,7 @@ def pick_site_region(
     count_tokens: Callable[[str], int],
     max_tokens: int,
 ) -> tuple[int, int]:
-    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to three times as
+    """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to MAX_GROWTH times as
     many) placed to hold the most sites within :data:`MAX_SITE_DISTANCE` of ``cursor``, nearest first; with none,
     around the cursor (a quarter above)."""
     n = doc.index.line_count
@@ -161,6 +162,11 @@ def pick_site_region(
     return place(size)
 
 
+def _near(line: int, cursor: int) -> float:
+    """How much a site counts for its distance from the cursor: 1 at the cursor, half at DECAY_LINES."""
+    return 1.0 / (1.0 + abs(line - cursor) / DECAY_LINES)
+
+
 def _best(near: list[int], weight: dict[int, float], cursor: int, size: int, n: int) -> tuple[int, int]:
     """The window of ``size`` lines holding the most site weight of ``near`` (ties: the one whose sites are nearest
     the cursor), with a line of context above its first site where there is room."""
@@ -169,9 +175,124 @@ def _best(near: list[int], weight: dict[int, float], cursor: int, size: int, n: 
         first = max(0, min(s - 1, n - size))
         last = first + size - 1
         inside = [x for x in near[i:] if x <= last]
-        key = (-sum(weight[x] for x in inside), min(abs(x - cursor) for x in inside), first)
+        score = sum(weight[x] * _near(x, cursor) for x in inside)
+        key = (-score, min(abs(x - cursor) for x in inside), first)
         if best is None or key < best:
             best = key
     assert best is not None
     first = best[2]
     return first, min(n - 1, first + size - 1)
+
+
+MAX_WINDOWS = 4  # a region holds at most this many windows of the document (one canvas)
+JOIN_GAP = 8  # sites this close (lines between them) share a window
+
+
+def pick_site_windows(
+    doc: Document,
+    cursor: int,
+    sites: Sequence[Site],
+    *,
+    lines: int,
+    count_tokens: Callable[[str], int],
+    max_tokens: int,
+) -> list[tuple[int, int]]:
+    """The windows (first, last line; in document order, apart) a next edit rewrites in one canvas: the sites
+    gathered into spans (sites at most :data:`JOIN_GAP` lines apart share one, with a line of context on each side),
+    the spans taken best first (site weight, the nearer the cursor the more it counts) while they fit in
+    ``max_tokens``, up to :data:`MAX_WINDOWS`; then grown, the best first, while they fit (the first up to three
+    times ``lines`` lines). With no site: :func:`pick_site_region`'s one window."""
+    n = doc.index.line_count
+    cursor = max(0, min(cursor, n - 1))
+    weight: dict[int, float] = {}
+    for x in sites:
+        if abs(x.line - cursor) <= MAX_SITE_DISTANCE and 0 <= x.line < n:
+            weight[x.line] = max(weight.get(x.line, 0.0), x.weight)
+    if not weight:
+        return [pick_site_region(doc, cursor, (), lines=lines, count_tokens=count_tokens, max_tokens=max_tokens)]
+    spans: list[list[int]] = []
+    for ln in sorted(weight):
+        if spans and ln - spans[-1][-1] <= JOIN_GAP:
+            spans[-1].append(ln)
+        else:
+            spans.append([ln])
+    ranked = sorted(spans, key=lambda s: (-sum(weight[ln] * _near(ln, cursor) for ln in s), abs(s[0] - cursor)))
+
+    def cost(ws: list[tuple[int, int]]) -> int:
+        return sum(count_tokens(doc.text[doc.index.line_start(a) : doc.index.line_end(b)]) for a, b in _merged(ws))
+
+    chosen: list[tuple[int, int]] = []
+    for s in ranked:
+        if len(chosen) >= MAX_WINDOWS:
+            break
+        w = (max(0, s[0] - 1), min(n - 1, s[-1] + 1))
+        if cost([*chosen, w]) <= max_tokens or not chosen:
+            chosen.append(w)
+    chosen = [
+        _whole_statements(doc, w, count_tokens, max_tokens - cost(chosen[:i] + chosen[i + 1 :]))
+        for i, w in enumerate(chosen)
+    ]
+    limits = [max(MAX_GROWTH * lines if i == 0 else lines, b - a + 1) for i, (a, b) in enumerate(chosen)]
+    grown = True
+    while grown:  # grow each window by a line below, then above, best window first, while all fit
+        grown = False
+        for i, (a, b) in enumerate(chosen):
+            for w in ((a, b + 1), (a - 1, b)):
+                if w[0] < 0 or w[1] >= n or w[1] - w[0] + 1 > limits[i]:
+                    continue
+                trial = [*chosen[:i], w, *chosen[i + 1 :]]
+                if cost(trial) <= max_tokens:
+                    chosen, grown = trial, True
+                    a, b = w
+    return _merged(chosen)
+
+
+_STRING = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|#.*")
+MAX_STATEMENT_LINES = 8  # a window grows at most this many lines to close a bracket it opens
+
+
+def _depth(line: str) -> tuple[int, int]:
+    """(brackets the line leaves open, the lowest depth it reaches): strings and comments left out."""
+    depth = low = 0
+    for ch in _STRING.sub("", line):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            low = min(low, depth)
+    return depth, low
+
+
+def _whole_statements(
+    doc: Document, w: tuple[int, int], count_tokens: Callable[[str], int], max_tokens: int
+) -> tuple[int, int]:
+    """Window ``w`` grown to whole bracketed statements: up while it closes a bracket opened above it, down while it
+    leaves one open (each at most :data:`MAX_STATEMENT_LINES` lines, and only while it fits ``max_tokens``)."""
+    idx = doc.index
+    a, b = w
+    depth = low = 0
+    for i in range(a, b + 1):
+        d, lo = _depth(idx.line(i))
+        low = min(low, depth + lo)
+        depth += d
+    na, nb = a, b
+    need = -low  # brackets closed inside that opened above
+    while need > 0 and na > 0 and a - na < MAX_STATEMENT_LINES:
+        na -= 1
+        need -= _depth(idx.line(na))[0]
+    open_ = depth - low
+    while open_ > 0 and nb < idx.line_count - 1 and nb - b < MAX_STATEMENT_LINES:
+        nb += 1
+        open_ += _depth(idx.line(nb))[0]
+    text = doc.text[idx.line_start(na) : idx.line_end(nb)]
+    return (na, nb) if (na, nb) == w or count_tokens(text) <= max_tokens else w
+
+
+def _merged(ws: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ws):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out

@@ -220,3 +220,9 @@ def test_next_edit_real_runs_the_frozen_cases_and_its_manifest_names_each_licenc
     )
     assert "held (4 cases)" in stdout and ("| all changes |" in stdout or "| none |" in stdout), stdout
     assert "latency per request" in stdout
+
+
+def test_next_edit_real_offline_replays_the_servers_region_and_judge() -> None:
+    """The in-process replay of the ceiling (no server): outcomes and a cause for every miss."""
+    stdout = run_report("bench/next_edit_real_offline.py", "--split", "dev", "--limit", "30")
+    assert "dev (30 cases)" in stdout and "changes 19: exact" in stdout and "causes:" in stdout, stdout

@@ -341,3 +341,30 @@ async def test_a_hung_backend_times_out_and_the_outcome_says_so(lsp):
         assert (await status(lsp))["backend"]["state"] == "ready"
     finally:
         await configure(lsp, canvasLength=192)
+
+
+async def test_calls_far_apart_are_changed_in_one_answer_over_several_windows(lsp):
+    """A parameter added on a def line whose two calls lie 40 and 160 lines below, too far apart for one window of
+    the canvas: the region is several windows (one per call), and the one answer changes both calls."""
+    body = "".join(f"    step_{i} = prepare({i})\n" for i in range(36))
+    text = (
+        "def fetch(url, timeout):\n    return url, timeout\n\n\ndef first():\n"
+        + body
+        + "    return fetch(name, 10)\n\n\ndef second():\n"
+        + body * 3
+        + "    return fetch(other, 20)\n"
+    )
+    uri = "file:///ne/windows.py"
+    open_doc(lsp, uri, text)
+    edit(lsp, uri, 2, (0, 22), (0, 22), ", retries")
+    text = text.replace("def fetch(url, timeout):", "def fetch(url, timeout, retries):")
+    want = text.replace("fetch(name, 10)", "fetch(name, 10, 3)").replace("fetch(other, 20)", "fetch(other, 20, 3)")
+    lines = text.split("\n")
+    calls = [i for i, x in enumerate(lines) if "return fetch(" in x]
+    await script_target(lsp, uri, want)
+    res = await next_edit(lsp, uri, 0, 33)
+    assert res["reason"] is None, res["reason"]
+    windows = res["canvas"]["windows"]
+    assert len(windows) >= 2 and all(any(a <= c <= b for a, b in windows) for c in calls), (windows, calls)
+    assert apply(text, res["edits"]) == want  # both calls, one suggestion
+    assert "<|GAP|>" in res["canvas"]["region"]

@@ -172,29 +172,41 @@ def install(server: Any) -> None:
         return {"targets": len(targets)}
 
 
-_CODE = re.compile(r"Code:\n`{3,}[\w+-]*\n(.*?)<\|REGION\|>(.*?)<\|/REGION\|>", re.S)
+_CODE = re.compile(r"Code:\n`{3,}[\w+-]*\n(.*?)\n`{3,}\nRegion:", re.S)
+_MARKED = re.compile(r"<\|REGION\|>(.*?)<\|/REGION\|>", re.S)
+GAP_LINE = "\n<|GAP|>\n"  # lsp/next_edit.py's REGION_GAP line: the windows of one region, joined
+ELIDED = "...\n"  # lsp/next_edit.py's GAP_ELIDED: the middle of the code between two windows, left out
 
 
 def target_answer(request: CanvasRequest, text: str, want: str) -> str | None:
-    """The right answer for the region the request's prompt marks in ``text``: the region's lines with every change
-    of ``text`` -> ``want`` that lies wholly inside them; None when the prompt marks no region of ``text``."""
+    """The right answer for the region the request's prompt marks in ``text``: each marked window's lines with every
+    change of ``text`` -> ``want`` that lies wholly inside them (several windows: joined as the server joins them);
+    None when the prompt marks no region of ``text``."""
     prompt = "\n".join(m.content for m in request.messages)
     m = _CODE.search(prompt)
     if m is None:
         return None
-    before, region = m.group(1), m.group(2)
-    start = text.find(before + region) + len(before) if (before + region) in text else text.find(region)
-    if start < 0 or text[:start].rfind("\n") != start - 1 and start != 0:
-        return None
-    first = text.count("\n", 0, start)
-    last = first + region.count("\n")
+    code = m.group(1)
     a, b = text.split("\n"), want.split("\n")
-    lines = a[first : last + 1]
     ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    for tag, i1, i2, j1, j2 in reversed(ops):  # bottom up: earlier offsets stay valid
-        if tag != "equal" and first <= i1 and i2 <= last + 1 and (i1 <= last or i2 > i1):
-            lines[i1 - first : i2 - first] = b[j1:j2]
-    return "\n".join(lines)
+    answers, pos, prev = [], 0, 0
+    for w in _MARKED.finditer(code):
+        before, region = code[prev : w.start()], w.group(1)
+        prev = w.end()
+        before = before[before.rfind(ELIDED) + len(ELIDED) :] if answers and ELIDED in before else before
+        at = text.find(before + region, pos)
+        start = at + len(before) if at >= 0 else text.find(region, pos)
+        if start < 0 or text[:start].rfind("\n") != start - 1 and start != 0:
+            return None
+        pos = start + len(region)
+        first = text.count("\n", 0, start)
+        last = first + region.count("\n")
+        lines = a[first : last + 1]
+        for tag, i1, i2, j1, j2 in reversed(ops):  # bottom up: earlier offsets stay valid
+            if tag != "equal" and first <= i1 and i2 <= last + 1 and (i1 <= last or i2 > i1):
+                lines[i1 - first : i2 - first] = b[j1:j2]
+        answers.append("\n".join(lines))
+    return GAP_LINE.join(answers) if answers else None
 
 
 if __name__ == "__main__":
