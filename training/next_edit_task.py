@@ -15,7 +15,9 @@ ones, the model should make the others that lie in the server's region):
 The prompt, seed canvas and region are the server's: :func:`capture_request` replays the user's edits through
 :class:`~dgemma_lsp.lsp.edit_history.EditHistory` (as ``didChange`` records them) and runs
 :func:`dgemma_lsp.lsp.next_edit.suggest_once` with a fake generate that records the request it sends. A change target
-is kept only when the server's own gates (:func:`~dgemma_lsp.lsp.next_edit.judge`, ``related``) would offer it.
+is kept only when the server's own gates (:func:`~dgemma_lsp.lsp.next_edit.judge_windows`, ``related``) would offer
+it. Where the server rewrites several windows in one canvas, the target is their texts after the edit, joined as the
+server joins them (:func:`~dgemma_lsp.lsp.next_edit.join_windows`).
 
 ``bench/next_edit_eval.py`` draws its held-out cases from the top-level modules of the standard library
 (``stdlib/*.py``, whatever its seed): :func:`held_out` documents are never used here.
@@ -38,7 +40,7 @@ from dgemma_lsp.backend.contract import CanvasRequest, Done, Stats
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.documents import Document
 from dgemma_lsp.lsp.edit_history import EditHistory
-from dgemma_lsp.lsp.next_edit import Region, judge, related, suggest_once
+from dgemma_lsp.lsp.next_edit import Region, join_windows, judge_windows, related, suggest_once
 from dgemma_lsp.lsp.repair import apply_edits
 from dgemma_lsp.lsp.repair.edits import Edit
 from dgemma_lsp.lsp.text import LineIndex
@@ -564,9 +566,10 @@ def capture_request(
     settings: Settings,
     tokenizer: Any,
     count_tokens: Any,
-) -> tuple[CanvasRequest, Document, EditHistory, Region]:
+) -> tuple[CanvasRequest, Document, EditHistory, list[Region]]:
     """The request :func:`suggest_once` sends at time ``now`` for the cursor on ``line`` after the user made
-    ``user_edits`` (see :func:`replay_edits`). Returns (request, document after the edits, its history, region)."""
+    ``user_edits`` (see :func:`replay_edits`). Returns (request, document after the edits, its history, the windows
+    the request rewrites)."""
     doc = Document("file:///train/" + path, language_id, 1, LineIndex(text))
     doc.shown_path = path
     clock = _Clock(times[0] if times else now)
@@ -590,7 +593,18 @@ def capture_request(
             tokenizer=tokenizer,
         )
     )
-    return seen[0], doc, hist, sug.region
+    return seen[0], doc, hist, _windows(doc, sug)
+
+
+def _windows(doc: Document, sug: Any) -> list[Region]:
+    """The windows of ``sug``'s request (its region when there is one; as ``next_edit.choose_region`` builds them)."""
+    lines = sug.request.get("windows") or []
+    if len(lines) <= 1:
+        return [sug.region]
+    idx, text = doc.index, doc.text
+    return [
+        Region(idx.line_start(a), idx.line_end(b), a, b, text[idx.line_start(a) : idx.line_end(b)]) for a, b in lines
+    ]
 
 
 def next_edit_settings(rng: random.Random, prefix: int | None = None) -> dict[str, int]:
@@ -603,19 +617,21 @@ def next_edit_settings(rng: random.Random, prefix: int | None = None) -> dict[st
     }
 
 
-def region_target(text: str, plan: Plan, region: Region) -> str | None:
-    """The region after the next edit: the plan's remaining sites that lie inside ``region`` (offsets of the
-    document after the user's edits), applied; None when there are remaining sites but none lies in it."""
+def region_target(text: str, plan: Plan, windows: list[Region]) -> str | None:
+    """The windows after the next edit, joined as the server's canvas joins them: the plan's remaining sites that lie
+    inside a window (offsets of the document after the user's edits), applied; None when there are remaining sites
+    but none lies in a window."""
     user = plan.sites[: plan.done]
-    rest = []
+    inside: list[list[Edit]] = [[] for _ in windows]
     for s in plan.sites[plan.done :]:
         shift = sum(len(e.new) - (e.end - e.start) for e in user if e.end <= s.start)
         a, b = s.start + shift, s.end + shift
-        if region.start <= a and b <= region.end:
-            rest.append(Edit(a - region.start, b - region.start, s.new))
-    if plan.sites[plan.done :] and not rest:
+        for i, w in enumerate(windows):
+            if w.start <= a and b <= w.end:
+                inside[i].append(Edit(a - w.start, b - w.start, s.new))
+    if plan.sites[plan.done :] and not any(inside):
         return None
-    return apply_edits(region.text, rest) if rest else region.text
+    return join_windows([apply_edits(w.text, e) if e else w.text for w, e in zip(windows, inside, strict=True)])
 
 
 def next_edit_example(
@@ -644,7 +660,7 @@ def next_edit_example(
     path = doc.relpath.split("/", 1)[-1]
     for prefix in (None, 128):
         overrides = next_edit_settings(rng, prefix)
-        req, cur, hist, region = capture_request(
+        req, cur, hist, windows = capture_request(
             text, user, line, times=times, now=now, language_id="python", path=path,
             settings=Settings().merged(overrides)[0], tokenizer=tokenizer, count_tokens=count_tokens,
         )  # fmt: skip
@@ -652,11 +668,11 @@ def next_edit_example(
             break
     else:
         return None
-    target = region_target(cur.text, plan, region)
+    target = region_target(cur.text, plan, windows)
     if target is None:
         return None
     if plan.pattern != "none":
-        edits, why = judge(cur.text, region, target, "python")
+        edits, why = judge_windows(cur.text, windows, target, "python")
         if why is not None or not related(cur.text, edits, hist.edits(cur.uri)):
             return None  # the server would not offer it: not a next edit it can learn to make
     seed = list(req.seed_canvas) if req.seed_canvas is not None else None
@@ -664,9 +680,9 @@ def next_edit_example(
         "pattern": plan.pattern,
         "variant": plan.variant,
         "path": doc.relpath,
-        "region": region.text,
+        "region": join_windows([w.text for w in windows]),  # the seed canvas's text
         "document": cur.text,  # after the user's edits
-        "region_start": region.start,
+        "windows": [(w.start, w.end) for w in windows],
         # what replays the request: the user's edits (original offsets), their times, the request's time and line
         "user_edits": [(e.start, e.end, e.new) for e in user],
         "times": times,

@@ -16,7 +16,7 @@ from dgemma_lsp.backend.defaults import SMALL_MODEL_DIR
 from dgemma_lsp.config import Settings
 from dgemma_lsp.lsp.documents import DocumentStore
 from dgemma_lsp.lsp.edit_history import EditHistory
-from dgemma_lsp.lsp.next_edit import NextEditEngine
+from dgemma_lsp.lsp.next_edit import REGION_GAP, NextEditEngine
 from dgemma_lsp.lsp.repair import apply_edits
 from dgemma_lsp.lsp.repair.edits import Edit
 from dgemma_lsp.lsp.stats import Stats as ServerStats
@@ -97,9 +97,13 @@ def test_hand_made_cases(tok) -> None:
 
 
 def _target_document(ex) -> str:
+    """The document with the example's answer put back, window by window (the server's accept)."""
     doc = ex.meta["document"]
-    a = ex.meta["region_start"]
-    return doc[:a] + ex.target + doc[a + len(ex.meta["region"]) :]
+    parts = ex.target.split("\n" + REGION_GAP + "\n")
+    assert len(parts) == len(ex.meta["windows"])
+    for (a, b), new in reversed(list(zip(ex.meta["windows"], parts, strict=True))):
+        doc = doc[:a] + new + doc[b:]
+    return doc
 
 
 def test_target_applied_gives_the_intended_document(examples) -> None:
@@ -112,17 +116,18 @@ def test_target_applied_gives_the_intended_document(examples) -> None:
         sites = [Edit(a, b, n) for a, b, n in ex.meta["user_edits"]]
         after_user = apply_edits(original, sites)
         assert after_user == ex.meta["document"]
-        rs, re_ = ex.meta["region_start"], ex.meta["region_start"] + len(ex.meta["region"])
         inside = []
         for a, b, n in ex.meta["next_sites"]:
             shift = sum(len(x.new_text) - (x.end - x.start) for x in sites if x.end <= a)
-            if rs <= a + shift and b + shift <= re_:
+            if any(rs <= a + shift and b + shift <= re_ for rs, re_ in ex.meta["windows"]):
                 inside.append(Edit(a, b, n))
         intended = apply_edits(original, sites + inside)
         assert _target_document(ex) == intended
         assert bool(inside) == (ex.meta["pattern"] != "none")
         checked += 1
     assert checked >= 15
+    # the server's canvas of several windows (joined by REGION_GAP lines) is among them, and round-trips too
+    assert any(len(ex.meta["windows"]) > 1 for ex in examples)
 
 
 def test_prompt_is_the_servers_request(examples, tok) -> None:
