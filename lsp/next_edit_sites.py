@@ -200,8 +200,8 @@ def pick_site_windows(
     """The windows (first, last line; in document order, apart) a next edit rewrites in one canvas: the sites
     gathered into spans (sites at most :data:`JOIN_GAP` lines apart share one, with a line of context on each side),
     the spans taken best first (site weight, the nearer the cursor the more it counts) while they fit in
-    ``max_tokens``, up to :data:`MAX_WINDOWS`; then grown, the best first, while they fit (the first up to three
-    times ``lines`` lines). With no site: :func:`pick_site_region`'s one window."""
+    ``max_tokens``, up to :data:`MAX_WINDOWS`; then grown, the best first, while they fit (the first up to
+    :data:`MAX_GROWTH` times ``lines`` lines, the others up to ``lines``). With no site: :func:`pick_site_region`'s one window."""
     n = doc.index.line_count
     cursor = max(0, min(cursor, n - 1))
     weight: dict[int, float] = {}
