@@ -117,6 +117,7 @@ def _candidates(
     budget = MAX_SMALL_PARSES if small else MAX_CANDIDATES
     seen: set[str] = set()
     root = len(blank) - len(blank.lstrip())
+    net = shape.after[-1] if shape.after else 0  # openers minus closers outside strings, the whole document
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
@@ -149,6 +150,8 @@ def _candidates(
                 budget -= 1
                 if budget < 0:
                     return found
+                if (ch or blank[a]) in _NET and net + (_NET[ch] if ch else -_NET[blank[a]]) and _outside(line, a - lo):
+                    continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
                 try:
                     value = json.loads(cand_blank)
                 except (ValueError, RecursionError):
@@ -158,6 +161,16 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+_NET = {"{": 1, "[": 1, "}": -1, "]": -1}
+
+
+def _outside(line: str, i: int) -> bool:
+    """A bracket typed before ``line[i]`` or deleted at ``line[i]`` lies outside every string :class:`_Shape`
+    empties (strings never span lines), so it changes the document's bracket balance by one. Conservative: a
+    position at a string's end (an unclosed string runs on to take it) counts as inside."""
+    return all(i <= m.start() or i > m.end() for m in _STRINGS.finditer(line))
 
 
 _CLOSERS = ("}", "]")

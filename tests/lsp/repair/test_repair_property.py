@@ -190,3 +190,31 @@ def test_random_noise_never_crashes_and_never_yields_an_invalid_fix(text: str, l
         assert validate_fix(text, out, lang, fix.span) is None  # also what a client checking one span sees
         if issue is None:
             assert find_issues(out, lang) == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(containers, st.integers(0, 10**6), st.sampled_from('",:{}[]\\ a'), st.booleans(), st.booleans())
+def test_keystroke_bracket_balance_precheck_rejects_no_parsing_candidate(doc, at, ch, delete, jsonc) -> None:
+    """The keystroke search skips the whole-document parse of a bracket edit that leaves the brackets unbalanced
+    outside strings; it finds the very candidates it finds without that shortcut."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    blank = J._blank_jsonc(text) if jsonc else text
+    try:
+        json.loads(blank)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    K.shape_of.cache_clear()
+    shape = K.shape_of(blank)
+    with_check = K._candidates(text, blank, err, shape, jsonc)
+    saved = dict(K._NET)
+    K._NET.clear()
+    try:
+        without = K._candidates(text, blank, err, shape, jsonc)
+    finally:
+        K._NET.update(saved)
+    assert [c[0] for c in with_check] == [c[0] for c in without]
