@@ -47,14 +47,23 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     shape = shape_of(blank)
     values: list[object] = []
+    # The member the damaged lines sit in, by key: two values that differ there are different without comparing
+    # the whole document (equal values have equal members, so only a tie there needs the whole comparison).
+    path = _path_above(shape, err)
+    marks: list[object] = []
     # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
     best: list[tuple[int, int, int, int, str, int, str]] = []
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
         key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
-        k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
+        mark = _member(value, path)
+        k = next(
+            (i for i, v in enumerate(values) if type(v) is type(value) and marks[i] == mark and v == value),
+            None,
+        )
         if k is None:
             values.append(value)
+            marks.append(mark)
             best.append(key)
         elif key < best[k]:
             best[k] = key
@@ -164,6 +173,53 @@ def _candidates(
 
 
 _NET = {"{": 1, "[": 1, "}": -1, "]": -1}
+_KEY_OPENER = re.compile(rf"\s*({_STR})\s*:\s*([{{\[])\s*")
+_BARE_OPENER = re.compile(r"\s*[{\[]\s*")
+
+
+def _path_above(shape: _Shape, err: int) -> tuple[str, ...]:
+    """The keys of the objects that enclose the lines the keystroke search edits, read from the lines above them
+    with less indentation (``"key": {``); empty where the indentation does not say (no array index is guessed)."""
+    if not shape.unit:
+        return ()
+    rows = shape.rows_near(err)
+    depths = [shape.indent[r] for r in rows if shape.indent[r] is not None]
+    if not depths:
+        return ()
+    cur = min(depths)
+    keys: list[str] = []
+    for k in range(min(rows) - 1, -1, -1):
+        if cur == 0:
+            break
+        ind = shape.indent[k]
+        if ind is None or ind >= cur:
+            continue
+        cur = ind
+        line = shape.text[shape.starts[k] : shape.ends[k]]
+        m = _KEY_OPENER.fullmatch(line)
+        if m is None:
+            if _BARE_OPENER.fullmatch(line) and ind == 0:
+                break  # the root
+            keys = []  # an array element or a line that is not an opener: nothing below it is addressed
+            continue
+        try:
+            name = json.loads(m.group(1))
+        except ValueError:
+            return ()
+        keys = [name, *keys] if m.group(2) == "{" else [name]
+    return tuple(keys) if cur == 0 else ()
+
+
+def _member(value: object, path: tuple[str, ...]) -> object:
+    """What ``value`` holds at ``path`` (a marker where it holds nothing there): equal values give equal members."""
+    if not path:
+        return None
+    node = value
+    for depth, name in enumerate(path):
+        if type(node) is not dict or name not in node:
+            return ("missing", depth)
+        node = node[name]
+    return ("at", node)
 
 
 def _outside(line: str, i: int) -> bool:
