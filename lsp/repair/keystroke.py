@@ -47,14 +47,21 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     shape = shape_of(blank)
     values: list[object] = []
+    # The member the damaged lines sit in, by key: two values that differ there are different without comparing
+    # the whole document (equal values have equal members, so only a tie there needs the whole comparison).
+    path, row0 = _path_above(shape, err)
+    region = None if jsonc else _Region.of(shape, path, row0)
+    marks: list[object] = []
     # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
     best: list[tuple[int, int, int, int, str, int, str]] = []
-    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc):
+    for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc, region):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
         key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
-        k = next((i for i, v in enumerate(values) if type(v) is type(value) and v == value), None)
+        mark = ("at", value.member) if isinstance(value, _Local) else _member(value, path)
+        k = next((i for i, v in enumerate(values) if marks[i] == mark and _same_value(v, value)), None)
         if k is None:
             values.append(value)
+            marks.append(mark)
             best.append(key)
         elif key < best[k]:
             best[k] = key
@@ -82,20 +89,27 @@ def _misfits(shape: _Shape) -> int:
 
 
 def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
-    """:func:`_misfits` of the winning candidate: from the broken document's shape when the edit leaves every other
-    line as it was and the edited line's indentation too (an edit on one line shifts the later lines' depth
-    only, which :meth:`_Shape.agreement` counts); else from the candidate's own shape."""
+    """:func:`_misfits` of the winning candidate, from the broken document's shape: the edit changes one line (its
+    indentation and nesting; the later lines' depth shifts, which :meth:`_Shape.agreement` counts). Only where the
+    indentation step itself changes (the line's indentation counted in it), or JSONC blanking differs elsewhere,
+    from the candidate's own shape."""
     _, _, _, _, cand, row, new_line = won
     lo, hi = shape.starts[row], shape.ends[row]
-    old = blank[lo:hi]
-    body, old_body = new_line.lstrip(" \t"), old.lstrip(" \t")
-    same_rest = len(new_line) - len(body) == len(old) - len(old_body) and bool(body.strip()) == bool(old_body.strip())
-    if same_rest and jsonc:
-        cand_blank = _blank_jsonc(cand)
-        same_rest = cand_blank[:lo] == blank[:lo] and cand_blank[lo + len(new_line) :] == blank[hi:]
-    if not same_rest or not shape.unit:
+    if not shape.unit:
         return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
-    return sum(ind is not None for ind in shape.indent) - shape.agreement(row, new_line)
+    if jsonc:
+        cand_blank = _blank_jsonc(cand)
+        if cand_blank[:lo] != blank[:lo] or cand_blank[lo + len(new_line) :] != blank[hi:]:
+            return _misfits(shape_of(cand_blank))
+    body = new_line.lstrip(" \t")
+    ind = len(new_line) - len(body) if body and not body.isspace() else None
+    if ind != shape.indent[row]:
+        indents = shape.indent.copy()
+        indents[row] = ind
+        if _indent_unit(indents) != shape.unit:
+            return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
+    lines = sum(i is not None for i in shape.indent) - (shape.indent[row] is not None) + (ind is not None)
+    return lines - shape.agreement(row, new_line)
 
 
 def _padded(blank: str, a: int, ch: str) -> int:
@@ -108,15 +122,17 @@ def _padded(blank: str, a: int, ch: str) -> int:
 
 
 def _candidates(
-    text: str, blank: str, err: int, shape: _Shape, jsonc: bool
+    text: str, blank: str, err: int, shape: _Shape, jsonc: bool, region: _Region | None = None
 ) -> list[tuple[str, object, int, int, int, int, str]]:
     """(document, value, kind (insert 0, loose comma 1, delete 2), distance to the error, padded, line
-    index, the edited line) of every candidate that parses."""
+    index, the edited line) of every candidate that parses. With ``region`` (JSON only), an edit inside it is
+    parsed there alone (:meth:`_Region.parse`): the value is then a :class:`_Local`."""
     found: list[tuple[str, object, int, int, int, int, str]] = []
     small = len(blank) <= SMALL and len(shape.starts) <= 3  # compact text: every edit; pretty: plausible lines
     budget = MAX_SMALL_PARSES if small else MAX_CANDIDATES
-    seen: set[str] = set()
+    seen: set[tuple[int, str]] = set()
     root = len(blank) - len(blank.lstrip())
+    net = shape.after[-1] if shape.after else 0  # openers minus closers outside strings, the whole document
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
@@ -140,17 +156,23 @@ def _candidates(
                 stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
                 if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue
-                cand = text[:a] + ch + text[b:]
-                if cand in seen:
+                same = _same_text(text, a, b, ch)  # not the document itself: hashing 135 KB per edit costs
+                if same in seen:
                     continue
-                seen.add(cand)
-                # JSONC: blank again (a trailing comma blanked before may stop being one)
-                cand_blank = _blank_jsonc(cand) if jsonc else cand
+                seen.add(same)
                 budget -= 1
                 if budget < 0:
                     return found
+                if (ch or blank[a]) in _NET and net + (_NET[ch] if ch else -_NET[blank[a]]) and _outside(line, a - lo):
+                    continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
+                cand = text[:a] + ch + text[b:]
+                # JSONC: blank again (a trailing comma blanked before may stop being one)
+                cand_blank = _blank_jsonc(cand) if jsonc else cand
+                local = region.parse(cand_blank, a, b, ch) if region is not None else None
+                if local is _FAILS:
+                    continue
                 try:
-                    value = json.loads(cand_blank)
+                    value = local if local is not None else json.loads(cand_blank)
                 except (ValueError, RecursionError):
                     continue
                 # a comma or colon goes right after the token it follows ("1, " not "1 ,")
@@ -158,6 +180,176 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+def _same_text(text: str, a: int, b: int, ch: str) -> tuple[int, str]:
+    """One key per distinct edited document: ``ch`` typed at ``a`` gives the same text as typed after a run of
+    ``ch`` there (the run's end is the key), a character deleted the same as any other of its run (its last)."""
+    if ch:  # an insertion (b == a)
+        while a < len(text) and text[a] == ch:
+            a += 1
+        return a, ch
+    c = text[a]
+    while b < len(text) and text[b] == c:
+        b += 1
+    return b - 1, ""
+
+
+_NET = {"{": 1, "[": 1, "}": -1, "]": -1}
+_KEY_OPENER = re.compile(rf"\s*({_STR})\s*:\s*([{{\[])\s*")
+_BARE_OPENER = re.compile(r"\s*[{\[]\s*")
+
+
+def _path_above(shape: _Shape, err: int) -> tuple[tuple[str, ...], int | None]:
+    """The keys of the objects that enclose the lines the keystroke search edits, read from the lines above them
+    with less indentation (``"key": {``); empty where the indentation does not say (no array index is guessed).
+    With them, the row of the ``"key": {`` / ``"key": [`` line the path ends at."""
+    if not shape.unit:
+        return (), None
+    rows = shape.rows_near(err)
+    depths = [d for d in (shape.indent[r] for r in rows) if d is not None]
+    if not depths:
+        return (), None
+    cur = min(depths)
+    keys: list[str] = []
+    inner: int | None = None  # the line of the path's last key
+    for k in range(min(rows) - 1, -1, -1):
+        if cur == 0:
+            break
+        ind = shape.indent[k]
+        if ind is None or ind >= cur:
+            continue
+        cur = ind
+        line = shape.text[shape.starts[k] : shape.ends[k]]
+        m = _KEY_OPENER.fullmatch(line)
+        if m is None:
+            if _BARE_OPENER.fullmatch(line) and ind == 0:
+                break  # the root
+            keys, inner = [], None  # an array element or a line that is not an opener: nothing below it is addressed
+            continue
+        try:
+            name = json.loads(m.group(1))
+        except ValueError:
+            return (), None
+        if m.group(2) == "[" or not keys:
+            keys, inner = [name], k  # no array index is guessed: the path ends at the array
+        else:
+            keys = [name, *keys]
+    if cur != 0 or not keys:
+        return (), None
+    return tuple(keys), inner
+
+
+_HOLE = "\u0000dgemma-lsp keystroke hole"
+_DECODER = json.JSONDecoder()
+_FAILS = object()  # a candidate the region's own parse shows cannot parse as a whole
+MAX_LOCAL_DEPTH = 200  # deeper documents: the whole parse may hit the recursion limit where the region's does not
+
+
+class _Local:
+    """A candidate's value known by its member at the region's path (the rest is the region's context)."""
+
+    __slots__ = ("member", "text", "top", "_full")
+
+    def __init__(self, member: object, text: str, top: type) -> None:
+        self.member, self.text, self.top, self._full = member, text, top, None
+
+    def full(self) -> object:
+        if self._full is None:
+            self._full = json.loads(self.text)
+        return self._full
+
+
+def _same_value(a: object, b: object) -> bool:
+    """What ``type(a) is type(b) and a == b`` says of the whole values (after equal marks: the members at the
+    path are equal, so two :class:`_Local` values are equal)."""
+    if isinstance(a, _Local) and isinstance(b, _Local):
+        return True
+    x = a.full() if isinstance(a, _Local) else a
+    y = b.full() if isinstance(b, _Local) else b
+    return type(x) is type(y) and x == y
+
+
+class _Region:
+    """The member value the damaged lines sit in (``"key": {`` .. its closer, at the path from the root), with the
+    document around it checked once: the rest parses with any value in its place, and the member at that path is
+    the one written there (no later duplicate key hides it). A candidate edit inside the member then parses as a
+    whole exactly when the member's text parses to its end (the parser reaches the member with the same text
+    before it and goes on with the same text after it), and its value is the rest's with that member."""
+
+    def __init__(self, start: int, end: int, top: type) -> None:
+        self.start, self.end, self.top = start, end, top
+
+    @classmethod
+    def of(cls, shape: _Shape, path: tuple[str, ...], row: int | None) -> _Region | None:
+        if row is None or not path or max(shape.after, default=0) >= MAX_LOCAL_DEPTH:
+            return None
+        text, ind = shape.text, shape.indent[row]
+        if ind is None:
+            return None
+        m = _KEY_OPENER.fullmatch(text, shape.starts[row], shape.ends[row])
+        if m is None:
+            return None
+        start = m.start(2)
+        closer = next(
+            (
+                k
+                for k in range(row + 1, len(shape.indent))
+                if shape.indent[k] == ind and text[shape.starts[k] + ind] in "}]"
+            ),
+            None,
+        )
+        if closer is None:
+            return None
+        end = shape.starts[closer] + ind + 1
+        if 2 * (end - start) > len(text):
+            return None  # most of the document: its own parse costs as much as the whole one
+        if json.dumps(_HOLE) in text:
+            return None
+        try:
+            whole = json.loads(text[:start] + json.dumps(_HOLE) + text[end:])
+        except (ValueError, RecursionError):
+            return None
+        node = whole
+        for name in path:
+            if type(node) is not dict or name not in node:
+                return None
+            node = node[name]
+        if node != _HOLE:
+            return None  # another member of the same key comes later: it is the one the value keeps
+        return cls(start, end, type(whole))
+
+    def parse(self, cand: str, a: int, b: int, ch: str) -> object:
+        """A :class:`_Local` for the candidate, :data:`_FAILS` when it cannot parse, None when the region cannot
+        tell (the edit is not inside the member, or the member's text no longer ends where it did)."""
+        if not self.start < a or not (a <= self.end if ch else b <= self.end):
+            return None
+        try:
+            member, stop = _DECODER.raw_decode(cand, self.start)
+        except (ValueError, RecursionError):
+            return _FAILS  # the whole parse reaches the member with the same text before it and fails there too
+        if stop != self.end + len(ch) - (b - a):
+            return None
+        return _Local(member, cand, self.top)
+
+
+def _member(value: object, path: tuple[str, ...]) -> object:
+    """What ``value`` holds at ``path`` (a marker where it holds nothing there): equal values give equal members."""
+    if not path:
+        return None
+    node = value
+    for depth, name in enumerate(path):
+        if type(node) is not dict or name not in node:
+            return ("missing", depth)
+        node = node[name]
+    return ("at", node)
+
+
+def _outside(line: str, i: int) -> bool:
+    """A bracket typed before ``line[i]`` or deleted at ``line[i]`` lies outside every string :class:`_Shape`
+    empties (strings never span lines), so it changes the document's bracket balance by one. Conservative: a
+    position at a string's end (an unclosed string runs on to take it) counts as inside."""
+    return all(i <= m.start() or i > m.end() for m in _STRINGS.finditer(line))
 
 
 _CLOSERS = ("}", "]")

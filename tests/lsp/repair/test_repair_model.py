@@ -228,6 +228,30 @@ async def test_whole_document_model_fix_and_rules_mode_never_calls_the_model() -
     assert [f.kind for f in fixes] == ["rules"] and never.requests == []
 
 
+@pytest.mark.parametrize("mode", ["model", "auto"])
+async def test_model_answers_that_parse_but_change_the_meaning_are_never_offered(mode: str) -> None:
+    """The meaning-preservation gate holds for the model as for the rules: a valid answer that changes a value
+    (``"b": "x"`` -> ``"y"``), invents a member or drops one is refused in ``model`` and ``auto`` (where the rules
+    found nothing), and what is offered passes the server's and the CLI's final check (``checked_output``)."""
+    from dgemma_lsp.lsp.repair import checked_output
+
+    broken = '{\n  "a": 1\n  "b": "x" "c"\n}\n'  # two problems the rules leave (no single keystroke explains them)
+    wrong = [
+        '{\n  "a": 1,\n  "b": "y",\n  "c": null\n}\n',  # a value changed, a member invented
+        '{\n  "a": 1,\n  "b": "x"\n}\n',  # "c" dropped
+        '{\n  "a": 2,\n  "b": "x",\n  "c": 3\n}\n',
+    ]
+    fake = FakeGenerate(*(wrong * 8))
+    trace: list[dict] = []
+    fixes = await repair(broken, "json", None, mode=mode, generate=fake, settings=Settings(), trace=trace)
+    assert all(checked_output(broken, f, "json", whole=True)[0] is not None for f in fixes)
+    for f in fixes:  # whatever is offered keeps "a": 1 and "b": "x" and invents nothing
+        got = json.loads(f.apply(broken))
+        assert got.get("a") == 1 and got.get("b") == "x" and set(got) <= {"a", "b", "c"}
+    assert not any(f.kind == "model" for f in fixes)
+    assert fake.requests and all(r["reason"] for r in trace if "reason" in r)
+
+
 async def test_whole_document_failures_get_one_windowed_attempt_per_problem() -> None:
     """Two whole-document answers that do not validate, then the problem's window: its answer becomes the fix."""
     fake = FakeGenerate('{\n  "name": "x"\n', '{\n  "name": "y",\n  "tags": ["a", "b"],\n  "n": 1\n}\n', FIXED)

@@ -190,3 +190,71 @@ def test_random_noise_never_crashes_and_never_yields_an_invalid_fix(text: str, l
         assert validate_fix(text, out, lang, fix.span) is None  # also what a client checking one span sees
         if issue is None:
             assert find_issues(out, lang) == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(containers, st.integers(0, 10**6), st.sampled_from('",:{}[]\\ a'), st.booleans(), st.booleans())
+def test_keystroke_bracket_balance_precheck_rejects_no_parsing_candidate(doc, at, ch, delete, jsonc) -> None:
+    """The keystroke search skips the whole-document parse of a bracket edit that leaves the brackets unbalanced
+    outside strings; it finds the very candidates it finds without that shortcut."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    blank = J._blank_jsonc(text) if jsonc else text
+    try:
+        json.loads(blank)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    K.shape_of.cache_clear()
+    shape = K.shape_of(blank)
+    with_check = K._candidates(text, blank, err, shape, jsonc)
+    saved = dict(K._NET)
+    K._NET.clear()
+    try:
+        without = K._candidates(text, blank, err, shape, jsonc)
+    finally:
+        K._NET.update(saved)
+    assert [c[0] for c in with_check] == [c[0] for c in without]
+
+
+def _keystroke_both_ways(text: str, jsonc: bool = False) -> tuple[str | None, str | None]:
+    """keystroke_fix as it runs (candidates parsed in the damaged member alone where it can) and with every
+    candidate parsed as a whole document and its shape rebuilt (the search without its shortcuts)."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    K.shape_of.cache_clear()
+    fast = K.keystroke_fix(text, jsonc)
+    region, net = K._Region.of, dict(K._NET)
+    K._Region.of = classmethod(lambda cls, *a: None)  # type: ignore[method-assign,assignment]
+    K._NET.clear()
+    try:
+        K.shape_of.cache_clear()
+        slow = K.keystroke_fix(text, jsonc)
+    finally:
+        K._Region.of = region  # type: ignore[method-assign]
+        K._NET.update(net)
+    return fast, slow
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(containers, st.integers(0, 10**6), st.sampled_from('",:{}[]\\ a'), st.booleans())
+def test_keystroke_search_by_member_finds_what_whole_parses_find(doc, at, ch, delete) -> None:
+    text = json.dumps({"a": {"b": doc, "c": [doc]}, "d": doc}, indent=2, ensure_ascii=False)
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    fast, slow = _keystroke_both_ways(text)
+    assert fast == slow
+
+
+def test_keystroke_search_by_member_with_a_duplicate_key_every_edit() -> None:
+    """A later member of the same key hides the damaged one: every one-character edit, both ways the same."""
+    base = '{\n  "a": {\n    "x": [\n      1,\n      "s"\n    ]\n  },\n  "b": 2,\n  "a": {\n    "x": 3\n  }\n}\n'
+    for src in (base, base.replace('  "a": {\n    "x": 3\n  }', '  "a": {\n    "y": 3\n  }')):
+        for i in range(len(src) + 1):
+            for ch in '",:{}[]\\':
+                assert len(set(_keystroke_both_ways(src[:i] + ch + src[i:]))) == 1
+            if i < len(src):
+                assert len(set(_keystroke_both_ways(src[:i] + src[i + 1 :]))) == 1
