@@ -137,7 +137,7 @@ def pick_site_region(
 ) -> tuple[int, int]:
     """(first, last) lines of the region: ``lines`` lines (more while they fit in ``max_tokens``, up to MAX_GROWTH times as
     many) placed to hold the most sites within :data:`MAX_SITE_DISTANCE` of ``cursor``, nearest first; with none,
-    around the cursor (a quarter above)."""
+    around the cursor (a sixth above: a change runs on downwards)."""
     n = doc.index.line_count
     cursor = max(0, min(cursor, n - 1))
     weight: dict[int, float] = {}
@@ -150,7 +150,7 @@ def pick_site_region(
     def place(size: int) -> tuple[int, int]:
         if near:
             return _best(near, weight, cursor, size, n)
-        first = max(0, cursor - size // 4)  # no site: the cursor's surroundings, mostly below it
+        first = max(0, cursor - size // 6)  # no site: the cursor's surroundings, mostly below it
         last = min(n - 1, first + size - 1)
         return max(0, min(first, last - size + 1)), last
 
@@ -185,6 +185,7 @@ def _best(near: list[int], weight: dict[int, float], cursor: int, size: int, n: 
 
 
 MAX_WINDOWS = 4  # a region holds at most this many windows of the document (one canvas)
+BELOW_PER_ABOVE = 2  # a window grows this many lines below it for each line above (a change runs on downwards)
 JOIN_GAP = 8  # sites this close (lines between them) share a window
 
 
@@ -201,7 +202,9 @@ def pick_site_windows(
     gathered into spans (sites at most :data:`JOIN_GAP` lines apart share one, with a line of context on each side),
     the spans taken best first (site weight, the nearer the cursor the more it counts) while they fit in
     ``max_tokens``, up to :data:`MAX_WINDOWS`; then grown, the best first, while they fit (the first up to
-    :data:`MAX_GROWTH` times ``lines`` lines, the others up to ``lines``). With no site: :func:`pick_site_region`'s one window."""
+    :data:`MAX_GROWTH` times ``lines`` lines, the others up to ``lines``; :data:`BELOW_PER_ABOVE` lines below for each
+    line above, all the budget above once the document's end is reached). With no site: :func:`pick_site_region`'s
+    one window."""
     n = doc.index.line_count
     cursor = max(0, min(cursor, n - 1))
     weight: dict[int, float] = {}
@@ -233,17 +236,22 @@ def pick_site_windows(
         for i, w in enumerate(chosen)
     ]
     limits = [max(MAX_GROWTH * lines if i == 0 else lines, b - a + 1) for i, (a, b) in enumerate(chosen)]
-    grown = True
-    while grown:  # grow each window by a line below, then above, best window first, while all fit
-        grown = False
-        for i, (a, b) in enumerate(chosen):
-            for w in ((a, b + 1), (a - 1, b)):
+    grown, rnd = True, 0
+    while grown:  # grow each window a line below (above only every BELOW_PER_ABOVE rounds), best first, while all fit
+        grown, rnd = False, rnd + 1
+        for i in range(len(chosen)):
+            below = False
+            for up in (False, True):
+                if up and below and rnd % BELOW_PER_ABOVE:
+                    continue  # grew below this round: above only every BELOW_PER_ABOVE rounds
+                a, b = chosen[i]
+                w = (a - 1, b) if up else (a, b + 1)
                 if w[0] < 0 or w[1] >= n or w[1] - w[0] + 1 > limits[i]:
                     continue
                 trial = [*chosen[:i], w, *chosen[i + 1 :]]
                 if cost(trial) <= max_tokens:
                     chosen, grown = trial, True
-                    a, b = w
+                    below = not up
     return _merged(chosen)
 
 

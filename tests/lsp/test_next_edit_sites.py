@@ -124,3 +124,27 @@ def test_a_region_holding_replacement_characters_repeated_as_it_is_offers_nothin
     assert clean_region(r.text, r.text) == r.text
     assert judge(text, r, clean_region(r.text, r.text), "python") == ([], "no change")
     assert clean_region("x = 1\ufffd", "x = 1") == "x = 1"
+
+
+def test_a_window_reaches_further_below_its_site_than_above_it():
+    # A change runs on downwards: the lines after the one the user would change next are more likely to change than
+    # the ones before it, so a window the canvas limits holds about twice as many lines below its site as above.
+    doc = doc_of(filler(400))
+    [(a, b)] = windows_of(doc, 200, [Site(200, "same line")], max_tokens=300)
+    assert a < 200 < b
+    assert b - 200 >= 2 * (200 - a) - 2, (a, b)
+
+
+def test_a_window_grows_above_once_it_reaches_the_end_of_the_document():
+    doc = doc_of(filler(60))
+    [(a, b)] = windows_of(doc, 55, [Site(55, "same line")], max_tokens=300)
+    assert b == 60 and b - a + 1 > 20, (a, b)  # the budget is not left unused at the bottom
+
+
+def test_with_no_site_the_region_is_mostly_below_the_cursor():
+    doc = doc_of(filler(400))
+    history = EditHistory()
+    [w], sites = choose_region(doc, 200, history.edits(doc.uri), lines=12, count_tokens=tokens, cap=512)
+    assert not sites
+    assert w.first_line <= 200 <= w.last_line
+    assert w.last_line - 200 >= 4 * (200 - w.first_line), (w.first_line, w.last_line)
