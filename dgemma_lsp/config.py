@@ -72,7 +72,7 @@ class Settings:
     diagnostics: bool = True
     stream_canvas: bool = True
     next_edit: bool = True  # dgemma/nextEdit and textDocument/copilotInlineEdit answer (off: always no edits)
-    next_edit_lines: int = 12  # lines of the region a next edit may rewrite (fewer when they overflow a canvas)
+    next_edit_lines: int = 12  # lines of a next edit's window (up to four windows in one canvas; fewer when they overflow it)
     edit_history_tokens: int = 256  # recent edits shown in next-edit and completion prompts; 0 = none
     repair: str = "auto"  # auto | model | rules
     repair_attempts: int = 3
