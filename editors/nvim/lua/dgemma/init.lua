@@ -574,14 +574,16 @@ function M.rewrite(line1, line2)
   })
 end
 
---- Run `dgemma.status` on the server; returns the result table (or nil and an error string).
+--- Run a server command synchronously; returns its result (or nil and an error string).
+---@param command string
+---@param arguments table
 ---@param timeout_ms? integer
-function M.status(timeout_ms)
+local function execute_sync(command, arguments, timeout_ms)
   local client = M.clients()[1]
   if not client then
     return nil, 'no dgemma-lsp client is running'
   end
-  local params = { command = 'dgemma.status', arguments = {} }
+  local params = { command = command, arguments = arguments }
   local resp, err
   if client.request_sync and vim.fn.has('nvim-0.11') == 1 then
     resp, err = client:request_sync('workspace/executeCommand', params, timeout_ms or 5000)
@@ -595,6 +597,12 @@ function M.status(timeout_ms)
     return nil, resp.err.message or vim.inspect(resp.err)
   end
   return resp.result
+end
+
+--- Run `dgemma.status` on the server; returns the result table (or nil and an error string).
+---@param timeout_ms? integer
+function M.status(timeout_ms)
+  return execute_sync('dgemma.status', {}, timeout_ms)
 end
 
 -- ---------------------------------------------------------------------------------------------------------------
@@ -659,20 +667,8 @@ end
 --- `dgemma.explain` for a buffer: what its last requests sent (sizes) and what came back, as lines.
 ---@param bufnr? integer
 function M.explain(bufnr)
-  local client = M.clients()[1]
-  if not client then
-    return nil, 'no dgemma-lsp client is running'
-  end
   local uri = vim.uri_from_bufnr(bufnr or api.nvim_get_current_buf())
-  local params = { command = 'dgemma.explain', arguments = { { uri = uri } } }
-  local resp, err = client:request_sync('workspace/executeCommand', params, 5000)
-  if not resp then
-    return nil, err or 'no answer'
-  end
-  if resp.err then
-    return nil, resp.err.message or vim.inspect(resp.err)
-  end
-  return resp.result
+  return execute_sync('dgemma.explain', { { uri = uri } })
 end
 
 -- ---------------------------------------------------------------------------------------------------------------
