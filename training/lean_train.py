@@ -479,7 +479,11 @@ def main(argv: list[str] | None = None) -> None:
             win_t0 = time.perf_counter()
             continue
         if a.profile and step in (50, 55):
-            prof = _profile_window(prof if step == 55 else None, Path(a.profile), torch)
+            try:
+                prof = _profile_window(prof if step == 55 else None, Path(a.profile), torch)
+            except Exception as exc:  # a profiler that fails must not cost the run
+                log(f"profile failed: {exc!r}")
+                prof, a.profile = None, ""
         win_tok += real
         ctx = float(np.mean([a.row / 2]))  # keys per query under the packed mask: about half an example on average
         f = model_flops_per_token(model.config, context=min(ctx, 600.0))
