@@ -69,11 +69,32 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
-        return None  # equally plausible repairs that mean different things: the indentation cannot tell
+        ranked = _stray_quote(text, ranked, shape)
+        if ranked is None:
+            return None  # equally plausible repairs that mean different things: the indentation cannot tell
     after = _misfits_after(shape, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+def _stray_quote(text: str, ranked: list[tuple], shape: _Shape) -> list[tuple] | None:
+    """The tie of a quote typed inside a string in a pretty-printed file, settled: ``"c"dmid"`` reads as
+    ``"cdmid"`` (the quote deleted) or ``"c\\"dmid"`` (escaped), equally well indented. A file laid out one member
+    a line by its nesting was written by a serializer or an editor that escapes its quotes, so a bare quote inside one
+    of its strings is a keystroke, and deleting it is the undo; escaping it would keep a character nobody meant. In
+    compact text (chat or code output, where unescaped quotes are meant) the tie stays no answer. The winner then
+    is the deletion, when the two tied candidates are exactly that pair for one quote."""
+    if not shape.unit or len(ranked) < 2 or (len(ranked) > 2 and ranked[2][:2] == ranked[0][:2]):
+        return None
+    by_len = {len(r[4]) - len(text): r for r in ranked[:2]}
+    gone, escaped = by_len.get(-1), by_len.get(1)
+    if gone is None or escaped is None:
+        return None
+    pos = next((i for i, (x, y) in enumerate(zip(text, gone[4])) if x != y), len(gone[4]))
+    if text[pos] != '"' or escaped[4] != text[:pos] + "\\" + text[pos:] or "\n" in text[pos - 1 : pos + 2]:
+        return None
+    return [gone, *ranked[2:]]
 
 
 @functools.lru_cache(maxsize=4)
@@ -149,6 +170,8 @@ def _candidates(
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
+            elif shape.unit and pos not in inside and typed_letter(text, pos, pos + 1):
+                edits.append((pos, pos + 1, ""))  # a letter typed onto a closing quote
             for a, b, ch in edits:
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
@@ -180,6 +203,16 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+def typed_letter(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` is one letter typed onto a string's closing quote, where no word can stand
+    (``"repository"x: {``): a keystroke's trace, not a value, so deleting it undoes the keystroke. A longer word
+    there is something the user typed on purpose, and gets no fix."""
+    if b - a != 1 or b > len(text) or not text[a].isalpha() or not text[a].isascii() or text[a - 1 : a] != '"':
+        return False
+    after = text[b : b + 1]
+    return after in ("", ":", ",", "}", "]") or after.isspace()
 
 
 def _same_text(text: str, a: int, b: int, ch: str) -> tuple[int, str]:
