@@ -151,7 +151,7 @@ def _validate_json(
             return f"the result does not parse: {exc}"
     if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
         return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
-    fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose") for ed in i.edits]
+    fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose", "json.jsonp") for ed in i.edits]
     no_block = ("/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]) or _blocks_only_opened_in(
         original, fixed, segs, lo, hi_orig, flo, hi_fixed
     )
