@@ -171,7 +171,7 @@ def _candidates(
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
             elif shape.unit and pos not in inside and typed_letter(text, pos, pos + 1):
-                edits.append((pos, pos + 1, ""))  # a letter typed onto a closing quote
+                edits.append((pos, pos + 1, ""))  # a letter typed between a key and its colon
             for a, b, ch in edits:
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
@@ -206,13 +206,13 @@ def _candidates(
 
 
 def typed_letter(text: str, a: int, b: int) -> bool:
-    """Whether ``text[a:b]`` is one letter typed onto a string's closing quote, where no word can stand
-    (``"repository"x: {``): a keystroke's trace, not a value, so deleting it undoes the keystroke. A longer word
-    there is something the user typed on purpose, and gets no fix."""
+    """Whether ``text[a:b]`` is one letter typed between a key's closing quote and its colon (``"repository"x: {``),
+    where nothing can be meant: the name is closed and its colon follows. A keystroke's trace, not a value, so
+    deleting it undoes the keystroke. A longer word there, or a letter after a value's quote (``"module"x,``: the
+    user may be typing on), gets no fix."""
     if b - a != 1 or b > len(text) or not text[a].isalpha() or not text[a].isascii() or text[a - 1 : a] != '"':
         return False
-    after = text[b : b + 1]
-    return after in ("", ":", ",", "}", "]") or after.isspace()
+    return text[b : b + 16].lstrip(" \t").startswith(":")
 
 
 def _same_text(text: str, a: int, b: int, ch: str) -> tuple[int, str]:
