@@ -157,6 +157,8 @@ def _candidates(
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
+        # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
+        own = text[lo:hi] if jsonc and "//" in text[lo:hi] and text[lo:hi] != line else None
         inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
         for pos in range(lo, hi + 1):
             if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
@@ -176,6 +178,8 @@ def _candidates(
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
+                if own is not None and ch == '"':
+                    new_line = _blank_jsonc(own[: a - lo] + ch + own[b - lo :])
                 stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
                 if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue

@@ -339,7 +339,12 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if chars_need - got:
             return "the fix drops characters of an unterminated string"
     if jsonc:
-        cn = Counter(_comment_text(original[a:b]) for k, a, b in in_o if k in (_json.COMMENT, _json.OPEN_COMMENT))
+        strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+        cn = Counter(
+            _comment_text(original[a:b])
+            for k, a, b in in_o
+            if k in (_json.COMMENT, _json.OPEN_COMMENT) and not _url_kept(original, a, b, strings)
+        )
         cf = Counter(_comment_text(fixed[a:b]) for k, a, b in in_f if k in (_json.COMMENT, _json.OPEN_COMMENT))
         if cn - cf:
             return "the fix drops a comment"
@@ -441,6 +446,17 @@ def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
             if not any(rest in v for v in strings):
                 return f"the fix cuts the URL before {rest[:20]!r}"
     return None
+
+
+def _url_kept(original: str, a: int, b: int, strings: list[str]) -> bool:
+    """A ``//`` "comment" that was the rest of a URL (``https:`` before it) and is now inside a string with it."""
+    if not _url_tail(original, a):
+        return False
+    scheme = re.search(r"[A-Za-z][\w+.-]*:$", original[max(0, a - 40) : a])
+    if scheme is None:
+        return False
+    rest = re.match(r"//[^\s\"'<>{}\[\](),]*", original[a:b]).group()  # type: ignore[union-attr]
+    return any(scheme.group() + rest in v for v in strings)
 
 
 def _url_tail(text: str, a: int) -> bool:

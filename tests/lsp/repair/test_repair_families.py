@@ -152,6 +152,19 @@ def test_jsonc_keystroke_keeps_comments() -> None:
     assert '"strict": true' in out
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n  // a comment\n  "$schema": https://www.schemastore.org/tsconfig",\n  "_version": "2.0.0"\n}\n',
+        '{\n  "a": {\n    "b": true\n  },\n  "$schema": https://x.org/a", // keep\n  "_version": "2.0.0"\n}\n',
+    ],
+)
+def test_jsonc_a_url_missing_its_opening_quote_is_not_cut_at_its_slashes(text: str) -> None:
+    # the "//" of https:// reads as a comment start until the quote is back
+    out = fixed_text(text, "jsonc")
+    assert out is not None and out == text.replace(": https:", ': "https:', 1)
+
+
 # -- Markdown: fences ----------------------------------------------------------------------------------------------
 
 
