@@ -13,6 +13,7 @@ import bisect
 import functools
 import itertools
 import json
+import operator
 import re
 from collections import Counter
 
@@ -192,6 +193,8 @@ def _candidates(
                     return found
                 if (ch or blank[a]) in _NET and net + (_NET[ch] if ch else -_NET[blank[a]]) and _outside(line, a - lo):
                     continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
+                if not jsonc and not small and not stray_closer and not _joins(shape, row, new_line):
+                    continue  # a token pair JSON never has across the line's ends: it cannot parse either
                 cand = text[:a] + ch + text[b:]
                 # JSONC: blank again (a trailing comma blanked before may stop being one)
                 cand_blank = _blank_jsonc(cand) if jsonc else cand
@@ -217,6 +220,45 @@ def typed_letter(text: str, a: int, b: int) -> bool:
     if b - a != 1 or b > len(text) or not text[a].isalpha() or not text[a].isascii() or text[a - 1 : a] != '"':
         return False
     return text[b : b + 16].lstrip(" \t").startswith(":")
+
+
+_VALUE_START = frozenset('"{[-0123456789tfn')
+# What may follow a line's last character in JSON (the first character of the next non-blank line)
+_FOLLOWS = {
+    "{": frozenset('"}'),
+    "[": _VALUE_START | {"]"},
+    ",": _VALUE_START,
+    ":": _VALUE_START,
+    '"': frozenset(",}]:"),
+    **{c: frozenset(",}]") for c in "}]el0123456789"},
+}
+
+
+def _joins(shape: _Shape, row: int, new_line: str) -> bool:
+    """False when line ``row``, reading ``new_line`` (whole tokens: :data:`_LINE`), meets the non-blank lines
+    around it with a pair of tokens no JSON text has (``"a"`` then ``"b"``, ``,`` then ``}``): the document cannot
+    parse then. Strict JSON only (a line break is a token boundary there: its strings cannot span lines); a line
+    around it that is itself broken (a string left open) cannot parse either, so reading its last or first
+    character as a token is safe."""
+    body = new_line.strip(" \t\r")
+    if not body:
+        return True
+    text, starts, ends, indent = shape.text, shape.starts, shape.ends, shape.indent
+    k = row - 1
+    while k >= 0 and indent[k] is None:
+        k -= 1
+    if k >= 0:
+        last = text[starts[k] : ends[k]].rstrip(" \t\r")[-1:]
+        if last in _FOLLOWS and body[0] not in _FOLLOWS[last]:
+            return False
+    k = row + 1
+    while k < len(indent) and indent[k] is None:
+        k += 1
+    if k < len(indent) and body[-1] in _FOLLOWS:
+        first = text[starts[k] : ends[k]].lstrip(" \t\r")[:1]
+        if first and first not in _FOLLOWS[body[-1]]:
+            return False
+    return True
 
 
 def _same_text(text: str, a: int, b: int, ch: str) -> tuple[int, str]:
@@ -390,7 +432,60 @@ def _outside(line: str, i: int) -> bool:
 
 
 _CLOSERS = ("}", "]")
-_STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
+_STRINGS = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"?')  # '"(?:[^"\\\n]|\\.)*"?' unrolled: the same matches
+_LINE_HEAD = re.compile(r"^([ \t]*)(.?)", re.M)  # per line: its indentation, the character after it
+_NOT_BRACKET = re.compile(r"[^{}\[\]\n]+")
+
+
+class _Nets(dict):
+    """Openers minus closers of a line's brackets (the line with everything else removed), computed once each."""
+
+    def __missing__(self, key: str) -> int:
+        if len(self) > 4096:  # bounded: minified or generated lines are each a new key
+            self.clear()
+        self[key] = n = key.count("{") + key.count("[") - key.count("}") - key.count("]")
+        return n
+
+
+_NETS = _Nets()
+_IS_CLOSER = frozenset(_CLOSERS).__contains__
+
+
+def _lines_fast(blanked: str) -> tuple[list[int], list[bool], list[int], list[int]] | None:
+    """(indentation width, non-blank, depth at the first token, depth after) of every line of a strings-emptied
+    text, by whole-text scans (no Python step per line); None when a line's indentation is followed by a space
+    other than " " or tab (is the line blank? :func:`_lines_slow` asks str.strip)."""
+    heads, chars = zip(*_LINE_HEAD.findall(blanked), strict=True)
+    if any(c.isspace() for c in set(chars)):
+        return None
+    widths = list(map(len, heads))
+    filled = list(map(bool, chars))
+    if "{" in blanked or "[" in blanked or "}" in blanked or "]" in blanked:
+        after = list(itertools.accumulate(map(_NETS.__getitem__, _NOT_BRACKET.sub("", blanked).split("\n"))))
+    else:
+        after = [0] * len(widths)
+    first = list(map(operator.sub, itertools.chain((0,), after[:-1]), map(_IS_CLOSER, chars)))
+    return widths, filled, first, after
+
+
+def _lines_slow(lines: list[str]) -> tuple[list[int], list[bool], list[int], list[int]]:
+    """:func:`_lines_fast` for any text, one line at a time."""
+    widths: list[int] = []
+    filled: list[bool] = []
+    first: list[int] = []
+    after: list[int] = []
+    depth = 0
+    for ln in lines:
+        b = ln.lstrip(" \t")
+        widths.append(len(ln) - len(b))
+        filled.append(bool(b) and not b.isspace())
+        first.append(depth - 1 if b[:1] in _CLOSERS else depth)
+        if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
+            depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+        after.append(depth)
+    return widths, filled, first, after
+
+
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
 
@@ -402,24 +497,23 @@ class _Shape:
     def __init__(self, text: str) -> None:
         self.text = text
         raw = text.split("\n")
-        self.starts = list(itertools.accumulate((len(ln) + 1 for ln in raw[:-1]), initial=0))
-        self.ends = [s + len(ln) for s, ln in zip(self.starts, raw, strict=True)]
+        self.starts = list(itertools.accumulate(map((1).__add__, map(len, raw[:-1])), initial=0))
+        self.ends = list(map(operator.add, self.starts, map(len, raw)))
         # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
-        lines = _STRINGS.sub('""', text).split("\n") if '"' in text else raw
-        indent: list[int | None] = []  # None: a blank line
-        after: list[int] = []  # depth after each line
-        first: list[int] = []  # depth at the line's first token (a leading closer already counted)
-        depth = 0
-        for ln in lines:
-            b = ln.lstrip(" \t")
-            indent.append(len(ln) - len(b) if b and not b.isspace() else None)
-            first.append(depth - 1 if b[:1] in _CLOSERS else depth)
-            if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
-                depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
-            after.append(depth)
-        self.indent, self.after, self.first = indent, after, first
-        self.unit = unit = _indent_unit(indent)
-        self.fits = [unit > 0 and ind is not None and ind == f * unit for ind, f in zip(indent, first, strict=True)]
+        blanked = _STRINGS.sub('""', text) if '"' in text else text
+        fast = _lines_fast(blanked)
+        # None: a line whose indentation a space other than " " or tab follows ("\r", "\f"...): line by line, as
+        # str.strip reads it
+        widths, filled, first, after = fast if fast is not None else _lines_slow(blanked.split("\n"))
+        self.indent: list[int | None] = [w if f else None for w, f in zip(widths, filled, strict=True)]
+        self.after, self.first = after, first
+        self.unit = unit = _unit_of(list(itertools.compress(widths, filled)))
+        if unit > 0:
+            at_depth = map(operator.eq, widths, map(operator.mul, first, itertools.repeat(unit)))
+            self.fits = list(map(operator.and_, filled, at_depth))
+        else:
+            self.fits = [False] * len(raw)
+        self._misfit = list(map(operator.gt, filled, self.fits))  # a non-blank line indented other than it nests
         self.prefix = [0, *itertools.accumulate(self.fits)]
         self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
 
@@ -458,10 +552,7 @@ class _Shape:
             if self.indent[k] is not None:
                 picks.append(k)
             k -= 1
-        odd = next(
-            (i for i, (ind, ok) in enumerate(zip(self.indent, self.fits, strict=True)) if ind is not None and not ok),
-            None,
-        )
+        odd = self._misfit.index(True) if True in self._misfit else None
         if odd is not None and self.unit:
             picks += [odd, max(0, odd - 1)]
         return list(dict.fromkeys(picks))
@@ -483,12 +574,12 @@ def _net(line: str) -> int:
 
 def _indent_unit(indents: list[int | None]) -> int:
     """The document's indentation step (2, 4, a tab = 1), from the most common change between lines."""
-    steps: Counter = Counter()
-    prev = 0
-    for ind in indents:
-        if ind is None:
-            continue
-        if ind != prev:
-            steps[abs(ind - prev)] += 1
-        prev = ind
+    return _unit_of([ind for ind in indents if ind is not None])
+
+
+def _unit_of(widths: list[int]) -> int:
+    """:func:`_indent_unit` of the non-blank lines' indentation widths: the most common nonzero change from one
+    to the next (from 0 before the first), the first seen of equally common ones."""
+    steps = Counter(map(abs, map(operator.sub, widths, itertools.chain((0,), widths))))
+    steps.pop(0, None)
     return steps.most_common(1)[0][0] if steps else 0

@@ -145,9 +145,8 @@ def _validate_json(
     if why:
         return why
     if not n_issues and not jsonc and whole:
-        try:
-            _json.strict_loads(fixed, jsonc)
-        except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
+        exc = _json.strict_error(fixed, jsonc)
+        if exc is not None:  # belt and braces: the C parser must agree
             return f"the result does not parse: {exc}"
     if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
         return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
@@ -193,11 +192,7 @@ def _only_line_breaks_escaped(original: str, fixed: str, jsonc: bool) -> bool:
     escape is only valid inside a string, so each became part of the string it was typed in."""
     if fixed.count("\n") >= original.count("\n") or fixed.replace("\\n", "\n") != original.replace("\\n", "\n"):
         return False
-    try:
-        _json.strict_loads(fixed, jsonc)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    return _json.strict_error(fixed, jsonc) is None
 
 
 def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:
