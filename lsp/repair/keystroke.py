@@ -17,9 +17,11 @@ import operator
 import re
 from collections import Counter
 
+from .edits import _common_prefix
 from .jsonc import _blank_jsonc
 
 INSERT = '",:{}[]\\'
+_Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
 DELETE = frozenset('",:{}[]\\')  # a stray backslash too
 MAX_CHARS = 500_000  # larger documents: each candidate parse and the line scan cost too much per keystroke
 MAX_CANDIDATES = 24  # full parses of a long document (each a C-speed json.loads of the whole text)
@@ -54,7 +56,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     region = None if jsonc else _Region.of(shape, path, row0)
     marks: list[object] = []
     # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
-    best: list[tuple[int, int, int, int, str, int, str]] = []
+    best: list[_Key] = []
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc, region):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
         key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
@@ -70,16 +72,17 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
-        ranked = _stray_quote(text, ranked, shape)
-        if ranked is None:
+        settled = _stray_quote(text, ranked, shape)
+        if settled is None:
             return None  # equally plausible repairs that mean different things: the indentation cannot tell
+        ranked = settled
     after = _misfits_after(shape, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
 
 
-def _stray_quote(text: str, ranked: list[tuple], shape: _Shape) -> list[tuple] | None:
+def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | None:
     """The tie of a quote typed inside a string in a pretty-printed file, settled: ``"c"dmid"`` reads as
     ``"cdmid"`` (the quote deleted) or ``"c\\"dmid"`` (escaped), equally well indented. A file laid out one member
     a line by its nesting was written by a serializer or an editor that escapes its quotes, so a bare quote inside one
@@ -92,8 +95,13 @@ def _stray_quote(text: str, ranked: list[tuple], shape: _Shape) -> list[tuple] |
     gone, escaped = by_len.get(-1), by_len.get(1)
     if gone is None or escaped is None:
         return None
-    pos = next((i for i, (x, y) in enumerate(zip(text, gone[4])) if x != y), len(gone[4]))
-    if text[pos] != '"' or escaped[4] != text[:pos] + "\\" + text[pos:] or "\n" in text[pos - 1 : pos + 2]:
+    pos = _common_prefix(text, gone[4])
+    if (
+        pos >= len(text)
+        or text[pos] != '"'
+        or escaped[4] != text[:pos] + "\\" + text[pos:]
+        or "\n" in text[pos - 1 : pos + 2]
+    ):
         return None
     return [gone, *ranked[2:]]
 

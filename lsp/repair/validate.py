@@ -145,9 +145,9 @@ def _validate_json(
     if why:
         return why
     if not n_issues and not jsonc and whole:
-        exc = _json.strict_error(fixed, jsonc)
-        if exc is not None:  # belt and braces: the C parser must agree
-            return f"the result does not parse: {exc}"
+        refused = _json.strict_error(fixed, jsonc)
+        if refused is not None:  # belt and braces: the C parser must agree
+            return f"the result does not parse: {refused}"
     if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
         return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
     fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose", "json.jsonp") for ed in i.edits]
@@ -163,9 +163,7 @@ def _validate_json(
     return None
 
 
-def _blocks_only_opened_in(
-    original: str, fixed: str, segs: list[Seg], lo: int, hi: int, flo: int, fhi: int
-) -> bool:
+def _blocks_only_opened_in(original: str, fixed: str, segs: list[Seg], lo: int, hi: int, flo: int, fhi: int) -> bool:
     """Whether the original's block comments are all a misreading the segments started: a ``/*`` of a glob
     (``"docs/src/"**/*.md"``) read as a comment because the broken string ended early, and what that comment's
     end left of the lines after it. Then the fixed text has no block comment, so it reads line by line (no token of
@@ -174,6 +172,7 @@ def _blocks_only_opened_in(
     comment starting on one would be in the fixed text too). Outside the segments' lines the original then read
     like the fixed text except inside what that first comment swallowed, and the line-by-line check of the windows
     around the segments is the check of the whole text."""
+
     def block(k: str, text: str, a: int) -> bool:
         return k in (_json.COMMENT, _json.OPEN_COMMENT) and text.startswith("/*", a)
 

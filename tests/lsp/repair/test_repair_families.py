@@ -312,7 +312,10 @@ def test_each_fix_stays_inside_its_span(text: str, lang: str) -> None:
         ('["lorem "ipsum" sic"]', ['lorem "ipsum" sic']),
         ('{"key": "v"alue", "k": 1}', None),  # one stray quote: typed by mistake or meant, the user decides
         # a comma before a quoted word is prose, not a key boundary read into the string
-        ('{"comment": "lorem, "ipsum" sic "tamet". To improve"}', {"comment": 'lorem, "ipsum" sic "tamet". To improve'}),
+        (
+            '{"comment": "lorem, "ipsum" sic "tamet". To improve"}',
+            {"comment": 'lorem, "ipsum" sic "tamet". To improve'},
+        ),
     ],
 )
 def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str, value: object) -> None:

@@ -182,7 +182,9 @@ def test_a_comment_that_only_a_broken_string_opened_is_read_line_by_line_but_a_r
     swallowed = '{\n  "a": "x",\n  "b": "/* c */ 1"\n}\n'
     other = '{\n  "a": "x" y,\n  "b": /* c */ 1\n}\n'
     line = (2, other.index("\n", 2))
-    assert not _blocks_only_opened_in(other, swallowed, [(line[0], line[1], line[0], line[1] - 1)], 0, len(other), 0, len(swallowed))
+    assert not _blocks_only_opened_in(
+        other, swallowed, [(line[0], line[1], line[0], line[1] - 1)], 0, len(other), 0, len(swallowed)
+    )
 
 
 def test_a_letter_between_a_key_and_its_colon_is_no_value_but_a_word_or_a_letter_after_a_value_is() -> None:
