@@ -339,6 +339,14 @@ def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -
     assert out is not None and json.loads(out) == value
 
 
+@pytest.mark.parametrize(
+    "text", ["{\n  \"greeting\": 'hello' +\n '\\world'\n}", "{\n  \"greeting\": 'hello' +\n 'world:\t'\n}"]
+)
+def test_joined_literals_with_a_bad_escape_or_a_raw_tab_do_not_crash_the_repair(text: str) -> None:
+    out = fixed_text(text, "json")  # the literals cannot be read as JavaScript would: whatever is offered is valid
+    assert out is None or json.loads(out)
+
+
 def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:
     out = fixed_text('[\n"abc,\n"def"\n]', "json")
     assert out is not None and json.loads(out) == ["abc", "def"]
