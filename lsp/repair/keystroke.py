@@ -441,17 +441,17 @@ def _outside(line: str, i: int) -> bool:
 
 _CLOSERS = ("}", "]")
 _STRINGS = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"?')  # '"(?:[^"\\\n]|\\.)*"?' unrolled: the same matches
-_LINE_HEAD = re.compile(r"^([ \t]*)(.?)", re.M)  # per line: its indentation, the character after it
-_NOT_BRACKET = re.compile(r"[^{}\[\]\n]+")
+_LINE_HEAD = re.compile(r"\n([ \t]*)(.?)")  # per line ("\n" + text): its indentation, the character after it
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"{}[]\n")  # deleted: a line's brackets are left
 
 
 class _Nets(dict):
     """Openers minus closers of a line's brackets (the line with everything else removed), computed once each."""
 
-    def __missing__(self, key: str) -> int:
+    def __missing__(self, key: bytes) -> int:
         if len(self) > 4096:  # bounded: minified or generated lines are each a new key
             self.clear()
-        self[key] = n = key.count("{") + key.count("[") - key.count("}") - key.count("]")
+        self[key] = n = key.count(b"{") + key.count(b"[") - key.count(b"}") - key.count(b"]")
         return n
 
 
@@ -459,17 +459,24 @@ _NETS = _Nets()
 _IS_CLOSER = frozenset(_CLOSERS).__contains__
 
 
-def _lines_fast(blanked: str) -> tuple[list[int], list[bool], list[int], list[int]] | None:
-    """(indentation width, non-blank, depth at the first token, depth after) of every line of a strings-emptied
-    text, by whole-text scans (no Python step per line); None when a line's indentation is followed by a space
-    other than " " or tab (is the line blank? :func:`_lines_slow` asks str.strip)."""
-    heads, chars = zip(*_LINE_HEAD.findall(blanked), strict=True)
+def _lines_fast(text: str) -> tuple[list[int], list[bool], list[int], list[int]] | None:
+    """(indentation width, non-blank, depth at the first token, depth after) of every line, by whole-text scans (no
+    Python step per line): the brackets outside strings are what is left once every string is deleted and then
+    every byte but a bracket or a line break (strings never span lines, so the lines stay apart and a line's
+    indentation and first character are the same with or without its strings). None when a line's indentation is
+    followed by a space other than " " or tab (is the line blank? :func:`_lines_slow` asks str.strip)."""
+    heads, chars = zip(*_LINE_HEAD.findall("\n" + text), strict=True)
     if any(c.isspace() for c in set(chars)):
         return None
     widths = list(map(len, heads))
     filled = list(map(bool, chars))
-    if "{" in blanked or "[" in blanked or "}" in blanked or "]" in blanked:
-        after = list(itertools.accumulate(map(_NETS.__getitem__, _NOT_BRACKET.sub("", blanked).split("\n"))))
+    if "{" in text or "[" in text or "}" in text or "]" in text:
+        brackets = (
+            (_STRINGS.sub("", text) if '"' in text else text)
+            .encode("utf-8", "surrogatepass")
+            .translate(None, _NOT_BRACKET)
+        )
+        after = list(itertools.accumulate(map(_NETS.__getitem__, brackets.split(b"\n"))))
     else:
         after = [0] * len(widths)
     first = list(map(operator.sub, itertools.chain((0,), after[:-1]), map(_IS_CLOSER, chars)))
@@ -477,7 +484,7 @@ def _lines_fast(blanked: str) -> tuple[list[int], list[bool], list[int], list[in
 
 
 def _lines_slow(lines: list[str]) -> tuple[list[int], list[bool], list[int], list[int]]:
-    """:func:`_lines_fast` for any text, one line at a time."""
+    """:func:`_lines_fast` for any text, one line at a time (its strings emptied)."""
     widths: list[int] = []
     filled: list[bool] = []
     first: list[int] = []
@@ -508,11 +515,12 @@ class _Shape:
         self.starts = list(itertools.accumulate(map((1).__add__, map(len, raw[:-1])), initial=0))
         self.ends = list(map(operator.add, self.starts, map(len, raw)))
         # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
-        blanked = _STRINGS.sub('""', text) if '"' in text else text
-        fast = _lines_fast(blanked)
+        fast = _lines_fast(text)
         # None: a line whose indentation a space other than " " or tab follows ("\r", "\f"...): line by line, as
         # str.strip reads it
-        widths, filled, first, after = fast if fast is not None else _lines_slow(blanked.split("\n"))
+        if fast is None:
+            fast = _lines_slow((_STRINGS.sub('""', text) if '"' in text else text).split("\n"))
+        widths, filled, first, after = fast
         self.indent: list[int | None] = [w if f else None for w, f in zip(widths, filled, strict=True)]
         self.after, self.first = after, first
         self.unit = unit = _unit_of(list(itertools.compress(widths, filled)))
