@@ -441,7 +441,8 @@ def _outside(line: str, i: int) -> bool:
 
 _CLOSERS = ("}", "]")
 _STRINGS = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"?')  # '"(?:[^"\\\n]|\\.)*"?' unrolled: the same matches
-_LINE_HEAD = re.compile(r"\n([ \t]*)(.?)")  # per line ("\n" + text): its indentation, the character after it
+_LINE_INDENT = re.compile(r"\n([ \t]*)")  # per line ("\n" + text): its indentation
+_LINE_FIRST = re.compile(r"\n[ \t]*(.?)")  # ... and the character after it
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"{}[]\n")  # deleted: a line's brackets are left
 
 
@@ -465,7 +466,10 @@ def _lines_fast(text: str) -> tuple[list[int], list[bool], list[int], list[int]]
     every byte but a bracket or a line break (strings never span lines, so the lines stay apart and a line's
     indentation and first character are the same with or without its strings). None when a line's indentation is
     followed by a space other than " " or tab (is the line blank? :func:`_lines_slow` asks str.strip)."""
-    heads, chars = zip(*_LINE_HEAD.findall("\n" + text), strict=True)
+    # two scans that give strings rather than one that gives a tuple per line: 5,000 tuples are enough allocations
+    # to set off a full garbage collection (milliseconds on a big heap)
+    lined = "\n" + text
+    heads, chars = _LINE_INDENT.findall(lined), _LINE_FIRST.findall(lined)
     if any(c.isspace() for c in set(chars)):
         return None
     widths = list(map(len, heads))
