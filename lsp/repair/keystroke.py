@@ -167,7 +167,7 @@ def _candidates(
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
         # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
-        own = text[lo:hi] if jsonc and "//" in text[lo:hi] and text[lo:hi] != line else None
+        own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
         inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
         for pos in range(lo, hi + 1):
             if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
@@ -230,6 +230,7 @@ def typed_letter(text: str, a: int, b: int) -> bool:
     return text[b : b + 16].lstrip(" \t").startswith(":")
 
 
+_URL_AS_COMMENT = re.compile(r"\w:(?=//)")  # "https://...": JSONC reads the // as a comment while it is unquoted
 _VALUE_START = frozenset('"{[-0123456789tfn')
 # What may follow a line's last character in JSON (the first character of the next non-blank line)
 _FOLLOWS = {
