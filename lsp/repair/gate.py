@@ -31,8 +31,7 @@ def checked_output(text: str, fix: Fix, language_id: str, *, whole: bool) -> tup
         if left:
             return None, f"the result still has a problem: {left[0].message} (offset {left[0].start})"
         if lang in ("json", "jsonc"):
-            try:
-                _json.strict_loads(fixed, lang == "jsonc")
-            except (ValueError, RecursionError) as exc:
-                return None, f"the result does not parse: {exc}"
+            refused = _json.strict_error(fixed, lang == "jsonc")
+            if refused is not None:
+                return None, f"the result does not parse: {refused}"
     return fixed, None

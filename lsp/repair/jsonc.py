@@ -69,6 +69,7 @@ __all__ = [
     "lenient_string",
     "lenient_value",
     "parse",
+    "strict_error",
     "strict_loads",
     "tokenize",
 ]
@@ -192,6 +193,19 @@ def _parse_number(t: str) -> float | None:
 
 def is_valid(text: str, jsonc: bool) -> bool:
     return fast_valid(text, jsonc) or not parse(text, jsonc).issues
+
+
+@functools.lru_cache(maxsize=8)
+def strict_error(text: str, jsonc: bool) -> Exception | None:
+    """Why :func:`strict_loads` refuses the document (None: it parses), once per text: the validator and the final
+    check ask it of the same fixed document, a long editor file's parse each time otherwise."""
+    if not jsonc and text.strip(" \t\n\r\ufeff") and fast_valid(text, False):
+        return None  # the same C parse of the same text (a BOM stripped, constants refused) already passed
+    try:
+        strict_loads(text, jsonc)
+    except (ValueError, RecursionError) as exc:
+        return exc
+    return None
 
 
 def strict_loads(text: str, jsonc: bool) -> object:

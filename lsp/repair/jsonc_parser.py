@@ -94,6 +94,11 @@ _COLON_NEXT = re.compile(r"[ \t]*:")
 _NEXT_KEY_LINE = re.compile(r'[ \t]*\r?\n\s*"(?:[^"\\\n]|\\.)*"[ \t]*:')
 _HAS_ALNUM = re.compile(r"[^\W_]|[$_]")
 
+# Punctuation that is part of a bare word it touches (a path, a regular expression, an address): the word runs on
+_JOINS = frozenset("/@#%&?!~^|*<>=")
+# JSONP: ``name(`` (a dotted JavaScript name) before an object or array, ``)`` (and ``;``) ending the document
+_JSONP_OPEN = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)[ \t]*\([ \t\n\r]*(?=[{\[])")
+_JSONP_CLOSE = re.compile(r"[ \t\n\r]*\)[ \t]*;?[ \t]*(\n?)[ \t\n\r]*\Z")
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*(?:\n|$)")
 
 
@@ -277,6 +282,7 @@ class _Parser:
     def run(self) -> ParseResult:
         self._strip_prose_lead()
         self._strip_code_fence()
+        self._strip_jsonp()
         start = self.start
         self.prev_end = self.comma_prev = start
         self.val = (start, False, start)
@@ -367,6 +373,30 @@ class _Parser:
         )
         self.start = fm.end()
         self.end = close_s if close_s >= 0 else end
+
+    def _strip_jsonp(self) -> None:
+        """JSONP (``callback({...});``): a JSON object or array passed to a function call, as a script endpoint
+        serves it. The call around it is deleted (its name and parentheses are no value; the argument is the
+        document); the argument must open with ``{`` or ``[`` and the call end the document."""
+        if not self.whole_doc:
+            return
+        text, end = self.text, self.end
+        m = _JSONP_OPEN.match(text, self.start, end)
+        if m is None:
+            return
+        tail = _JSONP_CLOSE.search(text, m.end(), end)
+        if tail is None:
+            return
+        self.issues.append(
+            JsonIssue(
+                m.start(1),
+                m.end(),
+                "json.jsonp",
+                f"JSON is wrapped in a JSONP call {m.group(1)}(...)",
+                [(m.start(1), m.end(), ""), (tail.start(), tail.end() - len(tail.group(1)), "")],
+            )
+        )
+        self.start, self.end = m.end(), tail.start()
 
     # -- before a token: what needs no token-by-token reading ------------------------------------------------
 
@@ -670,6 +700,11 @@ class _Parser:
                 self._expect_member()
                 self.last_comma = s
                 self.prev_end = e
+        elif kind == BAD_CHAR and self.text[s] in _JOINS and self.text[e : e + 1].isalnum():
+            # a bare value that starts with punctuation (/standalone-styles.css/, @scope/pkg): one word to the
+            # next delimiter, quoted whole
+            self.val = (s, self.last_comma >= 0, self.comma_prev)
+            self._value_read(self._bare_word(tok, key=False))
         elif kind == BAD_CHAR:
             self._add(s, e, "json.unexpected-character", f"unexpected character {self.text[s]!r}", [(s, e, "")])
         else:
@@ -779,7 +814,10 @@ class _Parser:
                 return e
         word_end = e
         nxt = self._next_raw()
-        while nxt is not None and nxt[0] in (WORD, BAD_NUMBER, NUMBER, LITERAL) and "\n" not in text[word_end : nxt[1]]:
+        while nxt is not None and (
+            (nxt[0] in (WORD, BAD_NUMBER, NUMBER, LITERAL) and "\n" not in text[word_end : nxt[1]])
+            or (nxt[0] == BAD_CHAR and nxt[1] == word_end and text[word_end] in _JOINS)
+        ):
             self.tokens.append(nxt)
             word_end = nxt[2]
             nxt = self._next_raw()

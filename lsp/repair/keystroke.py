@@ -13,12 +13,15 @@ import bisect
 import functools
 import itertools
 import json
+import operator
 import re
 from collections import Counter
 
+from .edits import _common_prefix
 from .jsonc import _blank_jsonc
 
 INSERT = '",:{}[]\\'
+_Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
 DELETE = frozenset('",:{}[]\\')  # a stray backslash too
 MAX_CHARS = 500_000  # larger documents: each candidate parse and the line scan cost too much per keystroke
 MAX_CANDIDATES = 24  # full parses of a long document (each a C-speed json.loads of the whole text)
@@ -53,7 +56,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     region = None if jsonc else _Region.of(shape, path, row0)
     marks: list[object] = []
     # per distinct value: (-agreement, padded, kind, distance, text, line index, edited line)
-    best: list[tuple[int, int, int, int, str, int, str]] = []
+    best: list[_Key] = []
     for cand, value, kind, dist, padded, row, new_line in _candidates(text, blank, err, shape, jsonc, region):
         # among edits giving the same value: the smallest kind, then the nearest to where the reading failed
         key = (-shape.agreement(row, new_line), padded, kind, dist, cand, row, new_line)
@@ -69,11 +72,38 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         return None
     ranked = sorted(best)
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
-        return None  # equally plausible repairs that mean different things: the indentation cannot tell
+        settled = _stray_quote(text, ranked, shape)
+        if settled is None:
+            return None  # equally plausible repairs that mean different things: the indentation cannot tell
+        ranked = settled
     after = _misfits_after(shape, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | None:
+    """The tie of a quote typed inside a string in a pretty-printed file, settled: ``"c"dmid"`` reads as
+    ``"cdmid"`` (the quote deleted) or ``"c\\"dmid"`` (escaped), equally well indented. A file laid out one member
+    a line by its nesting was written by a serializer or an editor that escapes its quotes, so a bare quote inside one
+    of its strings is a keystroke, and deleting it is the undo; escaping it would keep a character nobody meant. In
+    compact text (chat or code output, where unescaped quotes are meant) the tie stays no answer. The winner then
+    is the deletion, when the two tied candidates are exactly that pair for one quote."""
+    if not shape.unit or len(ranked) < 2 or (len(ranked) > 2 and ranked[2][:2] == ranked[0][:2]):
+        return None
+    by_len = {len(r[4]) - len(text): r for r in ranked[:2]}
+    gone, escaped = by_len.get(-1), by_len.get(1)
+    if gone is None or escaped is None:
+        return None
+    pos = _common_prefix(text, gone[4])
+    if (
+        pos >= len(text)
+        or text[pos] != '"'
+        or escaped[4] != text[:pos] + "\\" + text[pos:]
+        or "\n" in text[pos - 1 : pos + 2]
+    ):
+        return None
+    return [gone, *ranked[2:]]
 
 
 @functools.lru_cache(maxsize=4)
@@ -136,6 +166,8 @@ def _candidates(
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
+        # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
+        own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
         inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
         for pos in range(lo, hi + 1):
             if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
@@ -149,10 +181,14 @@ def _candidates(
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
+            elif shape.unit and pos not in inside and typed_letter(text, pos, pos + 1):
+                edits.append((pos, pos + 1, ""))  # a letter typed between a key and its colon
             for a, b, ch in edits:
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
+                if own is not None and ch == '"':
+                    new_line = _blank_jsonc(own[: a - lo] + ch + own[b - lo :])
                 stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
                 if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue
@@ -165,6 +201,8 @@ def _candidates(
                     return found
                 if (ch or blank[a]) in _NET and net + (_NET[ch] if ch else -_NET[blank[a]]) and _outside(line, a - lo):
                     continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
+                if not jsonc and not small and not stray_closer and not _joins(shape, row, new_line):
+                    continue  # a token pair JSON never has across the line's ends: it cannot parse either
                 cand = text[:a] + ch + text[b:]
                 # JSONC: blank again (a trailing comma blanked before may stop being one)
                 cand_blank = _blank_jsonc(cand) if jsonc else cand
@@ -180,6 +218,56 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+def typed_letter(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` is one letter typed between a key's closing quote and its colon (``"repository"x: {``),
+    where nothing can be meant: the name is closed and its colon follows. A keystroke's trace, not a value, so
+    deleting it undoes the keystroke. A longer word there, or a letter after a value's quote (``"module"x,``: the
+    user may be typing on), gets no fix."""
+    if b - a != 1 or b > len(text) or not text[a].isalpha() or not text[a].isascii() or text[a - 1 : a] != '"':
+        return False
+    return text[b : b + 16].lstrip(" \t").startswith(":")
+
+
+_URL_AS_COMMENT = re.compile(r"\w:(?=//)")  # "https://...": JSONC reads the // as a comment while it is unquoted
+_VALUE_START = frozenset('"{[-0123456789tfn')
+# What may follow a line's last character in JSON (the first character of the next non-blank line)
+_FOLLOWS = {
+    "{": frozenset('"}'),
+    "[": _VALUE_START | {"]"},
+    ",": _VALUE_START,
+    ":": _VALUE_START,
+    '"': frozenset(",}]:"),
+    **{c: frozenset(",}]") for c in "}]el0123456789"},
+}
+
+
+def _joins(shape: _Shape, row: int, new_line: str) -> bool:
+    """False when line ``row``, reading ``new_line`` (whole tokens: :data:`_LINE`), meets the non-blank lines
+    around it with a pair of tokens no JSON text has (``"a"`` then ``"b"``, ``,`` then ``}``): the document cannot
+    parse then. Strict JSON only (a line break is a token boundary there: its strings cannot span lines); a line
+    around it that is itself broken (a string left open) cannot parse either, so reading its last or first
+    character as a token is safe."""
+    body = new_line.strip(" \t\r")
+    if not body:
+        return True
+    text, starts, ends, indent = shape.text, shape.starts, shape.ends, shape.indent
+    k = row - 1
+    while k >= 0 and indent[k] is None:
+        k -= 1
+    if k >= 0:
+        last = text[starts[k] : ends[k]].rstrip(" \t\r")[-1:]
+        if last in _FOLLOWS and body[0] not in _FOLLOWS[last]:
+            return False
+    k = row + 1
+    while k < len(indent) and indent[k] is None:
+        k += 1
+    if k < len(indent) and body[-1] in _FOLLOWS:
+        first = text[starts[k] : ends[k]].lstrip(" \t\r")[:1]
+        if first and first not in _FOLLOWS[body[-1]]:
+            return False
+    return True
 
 
 def _same_text(text: str, a: int, b: int, ch: str) -> tuple[int, str]:
@@ -353,7 +441,71 @@ def _outside(line: str, i: int) -> bool:
 
 
 _CLOSERS = ("}", "]")
-_STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"?')
+_STRINGS = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"?')  # '"(?:[^"\\\n]|\\.)*"?' unrolled: the same matches
+_LINE_INDENT = re.compile(r"\n([ \t]*)")  # per line ("\n" + text): its indentation
+_LINE_FIRST = re.compile(r"\n[ \t]*(.?)")  # ... and the character after it
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"{}[]\n")  # deleted: a line's brackets are left
+
+
+class _Nets(dict):
+    """Openers minus closers of a line's brackets (the line with everything else removed), computed once each."""
+
+    def __missing__(self, key: bytes) -> int:
+        if len(self) > 4096:  # bounded: minified or generated lines are each a new key
+            self.clear()
+        self[key] = n = key.count(b"{") + key.count(b"[") - key.count(b"}") - key.count(b"]")
+        return n
+
+
+_NETS = _Nets()
+_IS_CLOSER = frozenset(_CLOSERS).__contains__
+
+
+def _lines_fast(text: str) -> tuple[list[int], list[bool], list[int], list[int]] | None:
+    """(indentation width, non-blank, depth at the first token, depth after) of every line, by whole-text scans (no
+    Python step per line): the brackets outside strings are what is left once every string is deleted and then
+    every byte but a bracket or a line break (strings never span lines, so the lines stay apart and a line's
+    indentation and first character are the same with or without its strings). None when a line's indentation is
+    followed by a space other than " " or tab (is the line blank? :func:`_lines_slow` asks str.strip)."""
+    # two scans that give strings rather than one that gives a tuple per line: 5,000 tuples are enough allocations
+    # to set off a full garbage collection (milliseconds on a big heap)
+    lined = "\n" + text
+    heads, chars = _LINE_INDENT.findall(lined), _LINE_FIRST.findall(lined)
+    if any(c.isspace() for c in set(chars)):
+        return None
+    widths = list(map(len, heads))
+    filled = list(map(bool, chars))
+    if "{" in text or "[" in text or "}" in text or "]" in text:
+        brackets = (
+            (_STRINGS.sub("", text) if '"' in text else text)
+            .encode("utf-8", "surrogatepass")
+            .translate(None, _NOT_BRACKET)
+        )
+        after = list(itertools.accumulate(map(_NETS.__getitem__, brackets.split(b"\n"))))
+    else:
+        after = [0] * len(widths)
+    first = list(map(operator.sub, itertools.chain((0,), after[:-1]), map(_IS_CLOSER, chars)))
+    return widths, filled, first, after
+
+
+def _lines_slow(lines: list[str]) -> tuple[list[int], list[bool], list[int], list[int]]:
+    """:func:`_lines_fast` for any text, one line at a time (its strings emptied)."""
+    widths: list[int] = []
+    filled: list[bool] = []
+    first: list[int] = []
+    after: list[int] = []
+    depth = 0
+    for ln in lines:
+        b = ln.lstrip(" \t")
+        widths.append(len(ln) - len(b))
+        filled.append(bool(b) and not b.isspace())
+        first.append(depth - 1 if b[:1] in _CLOSERS else depth)
+        if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
+            depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+        after.append(depth)
+    return widths, filled, first, after
+
+
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|[{}\[\]]')
 
 
@@ -365,24 +517,24 @@ class _Shape:
     def __init__(self, text: str) -> None:
         self.text = text
         raw = text.split("\n")
-        self.starts = list(itertools.accumulate((len(ln) + 1 for ln in raw[:-1]), initial=0))
-        self.ends = [s + len(ln) for s, ln in zip(self.starts, raw, strict=True)]
+        self.starts = list(itertools.accumulate(map((1).__add__, map(len, raw[:-1])), initial=0))
+        self.ends = list(map(operator.add, self.starts, map(len, raw)))
         # Strings emptied (they never span lines), so counting brackets per line is plain str.count.
-        lines = _STRINGS.sub('""', text).split("\n") if '"' in text else raw
-        indent: list[int | None] = []  # None: a blank line
-        after: list[int] = []  # depth after each line
-        first: list[int] = []  # depth at the line's first token (a leading closer already counted)
-        depth = 0
-        for ln in lines:
-            b = ln.lstrip(" \t")
-            indent.append(len(ln) - len(b) if b and not b.isspace() else None)
-            first.append(depth - 1 if b[:1] in _CLOSERS else depth)
-            if "{" in ln or "[" in ln or "}" in ln or "]" in ln:
-                depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
-            after.append(depth)
-        self.indent, self.after, self.first = indent, after, first
-        self.unit = unit = _indent_unit(indent)
-        self.fits = [unit > 0 and ind is not None and ind == f * unit for ind, f in zip(indent, first, strict=True)]
+        fast = _lines_fast(text)
+        # None: a line whose indentation a space other than " " or tab follows ("\r", "\f"...): line by line, as
+        # str.strip reads it
+        if fast is None:
+            fast = _lines_slow((_STRINGS.sub('""', text) if '"' in text else text).split("\n"))
+        widths, filled, first, after = fast
+        self.indent: list[int | None] = [w if f else None for w, f in zip(widths, filled, strict=True)]
+        self.after, self.first = after, first
+        self.unit = unit = _unit_of(list(itertools.compress(widths, filled)))
+        if unit > 0:
+            at_depth = map(operator.eq, widths, map(operator.mul, first, itertools.repeat(unit)))
+            self.fits = list(map(operator.and_, filled, at_depth))
+        else:
+            self.fits = [False] * len(raw)
+        self._misfit = list(map(operator.gt, filled, self.fits))  # a non-blank line indented other than it nests
         self.prefix = [0, *itertools.accumulate(self.fits)]
         self._suffix: dict[int, list[int]] = {0: [*itertools.accumulate(reversed(self.fits))][::-1] + [0]}
 
@@ -421,10 +573,7 @@ class _Shape:
             if self.indent[k] is not None:
                 picks.append(k)
             k -= 1
-        odd = next(
-            (i for i, (ind, ok) in enumerate(zip(self.indent, self.fits, strict=True)) if ind is not None and not ok),
-            None,
-        )
+        odd = self._misfit.index(True) if True in self._misfit else None
         if odd is not None and self.unit:
             picks += [odd, max(0, odd - 1)]
         return list(dict.fromkeys(picks))
@@ -446,12 +595,12 @@ def _net(line: str) -> int:
 
 def _indent_unit(indents: list[int | None]) -> int:
     """The document's indentation step (2, 4, a tab = 1), from the most common change between lines."""
-    steps: Counter = Counter()
-    prev = 0
-    for ind in indents:
-        if ind is None:
-            continue
-        if ind != prev:
-            steps[abs(ind - prev)] += 1
-        prev = ind
+    return _unit_of([ind for ind in indents if ind is not None])
+
+
+def _unit_of(widths: list[int]) -> int:
+    """:func:`_indent_unit` of the non-blank lines' indentation widths: the most common nonzero change from one
+    to the next (from 0 before the first), the first seen of equally common ones."""
+    steps = Counter(map(abs, map(operator.sub, widths, itertools.chain((0,), widths))))
+    steps.pop(0, None)
     return steps.most_common(1)[0][0] if steps else 0

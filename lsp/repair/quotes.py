@@ -95,7 +95,10 @@ def concat_fix(text: str, jsonc: bool) -> str | None:
         return None
     fixed, n = text, 0
     while (m := _CONCAT.search(fixed)) is not None and n < 100:
-        joined = json.dumps(_literal(m.group(1)) + _literal(m.group(2)), ensure_ascii=False)
+        try:
+            joined = json.dumps(_literal(m.group(1)) + _literal(m.group(2)), ensure_ascii=False)
+        except ValueError:  # a literal with a bad escape or a raw control character: no reading to join
+            return None
         fixed = fixed[: m.start()] + joined + fixed[m.end() :]
         n += 1
     return fixed if n and _parses(fixed, jsonc) else None

@@ -21,6 +21,7 @@ from collections import Counter
 from ..diagnostics import normalize_language
 from . import jsonc as _json
 from . import markdown as _md
+from .keystroke import typed_letter
 
 Seg = tuple[int, int, int, int]  # original [s, e) became fixed [fs, fe)
 
@@ -144,14 +145,15 @@ def _validate_json(
     if why:
         return why
     if not n_issues and not jsonc and whole:
-        try:
-            _json.strict_loads(fixed, jsonc)
-        except (ValueError, RecursionError) as exc:  # belt and braces: the C parser must agree
-            return f"the result does not parse: {exc}"
+        refused = _json.strict_error(fixed, jsonc)
+        if refused is not None:  # belt and braces: the C parser must agree
+            return f"the result does not parse: {refused}"
     if not n_issues and whole and _only_line_breaks_escaped(original, fixed, jsonc):
         return None  # a line break typed inside a string, escaped: the string keeps exactly what was typed
-    fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose") for ed in i.edits]
-    no_block = "/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]
+    fences = [ed for i in o_issues if i.code in ("json.code-fence", "json.prose", "json.jsonp") for ed in i.edits]
+    no_block = ("/*" not in original[lo:hi_orig] and "/*" not in fixed[flo:hi_fixed]) or _blocks_only_opened_in(
+        original, fixed, segs, lo, hi_orig, flo, hi_fixed
+    )
     for cluster in _clusters(original, segs, lo, hi_orig, no_block):
         why = _check_cluster(original, fixed, jsonc, cluster, flo, hi_fixed, no_block, keep_values, fences)
         if why:
@@ -161,16 +163,35 @@ def _validate_json(
     return None
 
 
+def _blocks_only_opened_in(original: str, fixed: str, segs: list[Seg], lo: int, hi: int, flo: int, fhi: int) -> bool:
+    """Whether the original's block comments are all a misreading the segments started: a ``/*`` of a glob
+    (``"docs/src/"**/*.md"``) read as a comment because the broken string ended early, and what that comment's
+    end left of the lines after it. Then the fixed text has no block comment, so it reads line by line (no token of
+    it crosses a line break: it has no comment that could, and its strings never do), and the original's first
+    block comment starts on a segment's line (an outside line reads the same line by line in both texts, so a
+    comment starting on one would be in the fixed text too). Outside the segments' lines the original then read
+    like the fixed text except inside what that first comment swallowed, and the line-by-line check of the windows
+    around the segments is the check of the whole text."""
+
+    def block(k: str, text: str, a: int) -> bool:
+        return k in (_json.COMMENT, _json.OPEN_COMMENT) and text.startswith("/*", a)
+
+    if any(block(k, fixed, a) for k, a, _ in _json.tokenize(fixed, flo, fhi)):
+        return False
+    first = next((a for k, a, _ in _json.tokenize(original, lo, hi) if block(k, original, a)), None)
+    if first is None:
+        return True
+    line_lo, nl = original.rfind("\n", 0, first) + 1, original.find("\n", first)
+    line_hi = len(original) if nl < 0 else nl
+    return any(s <= line_hi and line_lo <= e for s, e, _, _ in segs)
+
+
 def _only_line_breaks_escaped(original: str, fixed: str, jsonc: bool) -> bool:
     """Whether ``fixed`` is ``original`` with raw line breaks written as ``\\n`` and nothing else, and parses: an
     escape is only valid inside a string, so each became part of the string it was typed in."""
     if fixed.count("\n") >= original.count("\n") or fixed.replace("\\n", "\n") != original.replace("\\n", "\n"):
         return False
-    try:
-        _json.strict_loads(fixed, jsonc)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    return _json.strict_error(fixed, jsonc) is None
 
 
 def _moves_brackets(original: str, fixed: str, segs: list[Seg]) -> bool:
@@ -271,8 +292,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_o:
         if k == _json.UNTERMINATED:
             chars_need.update(ch for ch in original[a + 1 : b] if ch.isalnum())
-        elif k == _json.WORD and not _json._HAS_ALNUM.search(original, a, b):
-            continue  # a stray "." or "\\" is no value (the parser reports it as a stray character)
+        elif k == _json.WORD and (not _json._HAS_ALNUM.search(original, a, b) or typed_letter(original, a, b)):
+            continue  # a stray "." or "\\" is no value (the parser reports it as a stray character), nor a letter typed onto a quote
         elif k in _json.VALUE_KINDS:
             v = _json.lenient_value(k, original[a:b])
             need[v] += 1
@@ -312,7 +333,12 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         if chars_need - got:
             return "the fix drops characters of an unterminated string"
     if jsonc:
-        cn = Counter(_comment_text(original[a:b]) for k, a, b in in_o if k in (_json.COMMENT, _json.OPEN_COMMENT))
+        strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+        cn = Counter(
+            _comment_text(original[a:b])
+            for k, a, b in in_o
+            if k in (_json.COMMENT, _json.OPEN_COMMENT) and not _url_kept(original, a, b, strings)
+        )
         cf = Counter(_comment_text(fixed[a:b]) for k, a, b in in_f if k in (_json.COMMENT, _json.OPEN_COMMENT))
         if cn - cf:
             return "the fix drops a comment"
@@ -416,6 +442,17 @@ def _url_cut(original: str, in_o: list, have: Counter) -> str | None:
     return None
 
 
+def _url_kept(original: str, a: int, b: int, strings: list[str]) -> bool:
+    """A ``//`` "comment" that was the rest of a URL (``https:`` before it) and is now inside a string with it."""
+    if not _url_tail(original, a):
+        return False
+    scheme = re.search(r"[A-Za-z][\w+.-]*:$", original[max(0, a - 40) : a])
+    if scheme is None:
+        return False
+    rest = re.match(r"//[^\s\"'<>{}\[\](),]*", original[a:b]).group()  # type: ignore[union-attr]
+    return any(scheme.group() + rest in v for v in strings)
+
+
 def _url_tail(text: str, a: int) -> bool:
     """A ``//`` "comment" right after ``scheme:`` is the rest of a URL."""
     return text.startswith("//", a) and a >= 2 and text[a - 1] == ":" and text[a - 2].isalnum()
@@ -431,13 +468,18 @@ def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None
             pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
         elif k == _json.COMMENT and _url_tail(original, a):
             pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
+        elif k == _json.OPEN_COMMENT:
+            # a "/*" running past its line: the glob of a string that ended early ("src/"**/*.md"), its text the
+            # string's (JSONC keeps its comments: a fix that drops one is refused below)
+            pool += Counter(ch for ch in original[a:b] if ch.isalnum())
     made: Counter = Counter()
     quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
     for k, a, b in in_f:
         if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
             content = str(_json.lenient_value(k, fixed[a:b])[1])
             made += Counter(ch for ch in content if _kept(ch))
-            quoted_words = quoted_words and not re.search(r'"\s*[:,]|[:,]\s*"', content)
+            # (a comma before an opening quote is prose: 'lorem, "ipsum" sic'; a quote then ":" or "," ends a token)
+            quoted_words = quoted_words and not re.search(r'"\s*[:,]|:\s*"', content)
     if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
         pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
     if made - pool:

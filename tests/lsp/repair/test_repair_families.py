@@ -34,7 +34,9 @@ NO_FIX = [
     ("a key never given its value", '{"a",'),
     ("a value not typed yet, next line the next key", '{\n  "a":\n  "b": 1\n}\n'),
     ("a number with digit separators", '{"a": 1_000}'),
-    ("a key written onto its own closing quote", '{\n  "repository"x: {\n    "type": "git"\n  },\n  "n": 1\n}\n'),
+    ("a word written onto a key's closing quote", '{\n  "repository"xy: {\n    "type": "git"\n  },\n  "n": 1\n}\n'),
+    ("a quote typed inside a string of compact text", '{"key": "v"alue", "k": 1}'),
+    ("a call of something that is not a JSON value", "f(1)"),
 ]
 
 
@@ -63,7 +65,33 @@ MEANT = [
         '{\n  "a": 1,\n  application/clr": {\n    "source": "iana"\n  }\n}\n',
         {"a": 1, "application/clr": {"source": "iana"}},
     ),
-    ("a typed stray quote", '{\n  "a": [\n    "c"dmid",\n    "x"\n  ]\n}\n', None),
+    # a pretty-printed file is written with its quotes escaped: a bare one inside a string is a keystroke, undone
+    ("a typed stray quote", '{\n  "a": [\n    "c"dmid",\n    "x"\n  ]\n}\n', {"a": ["cdmid", "x"]}),
+    (
+        "a quote typed into a key",
+        '{\n  "o": {\n    "noUncheckedInde"xedAccess": true,\n    "b": 1\n  }\n}\n',
+        {"o": {"noUncheckedIndexedAccess": True, "b": 1}},
+    ),
+    (
+        "a quote typed before a space in a value",
+        '{\n  "scripts": {\n    "cov": "nyc --reporter=text npm" test",\n    "t": "x"\n  }\n}\n',
+        {"scripts": {"cov": "nyc --reporter=text npm test", "t": "x"}},
+    ),
+    (
+        # the quote ends the string early and the rest of the glob reads as a /* comment to the next */
+        "a quote typed into a glob key",
+        '{\n  "lint": {\n    "src/"**/*.md": [\n      "fix"\n    ],\n    "lib/**/*.js": [\n      "x"\n    ]\n  }\n}\n',
+        {"lint": {"src/**/*.md": ["fix"], "lib/**/*.js": ["x"]}},
+    ),
+    (
+        "a letter typed between a key and its colon",
+        '{\n  "repository"x: {\n    "type": "git"\n  },\n  "n": 1\n}\n',
+        {"repository": {"type": "git"}, "n": 1},
+    ),
+    ("a regular expression as a bare value", "{regex: /standalone-styles.css/}", {"regex": "/standalone-styles.css/"}),
+    ("a path and an address as bare values", "{p: src/app, q: a@b.c}", {"p": "src/app", "q": "a@b.c"}),
+    ("a JSONP response", 'callback_123({"a": [1, 2]});\n', {"a": [1, 2]}),
+    ("a JSONP call with a dotted name", "window.cb([\n  1\n])", [1]),
 ]
 
 
@@ -122,6 +150,19 @@ def test_jsonc_keystroke_keeps_comments() -> None:
     out = fixed_text(text, "jsonc")
     assert out is not None and "// compiler" in out and "// on" in out
     assert '"strict": true' in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n  // a comment\n  "$schema": https://www.schemastore.org/tsconfig",\n  "_version": "2.0.0"\n}\n',
+        '{\n  "a": {\n    "b": true\n  },\n  "$schema": https://x.org/a", // keep\n  "_version": "2.0.0"\n}\n',
+    ],
+)
+def test_jsonc_a_url_missing_its_opening_quote_is_not_cut_at_its_slashes(text: str) -> None:
+    # the "//" of https:// reads as a comment start until the quote is back
+    out = fixed_text(text, "jsonc")
+    assert out is not None and out == text.replace(": https:", ': "https:', 1)
 
 
 # -- Markdown: fences ----------------------------------------------------------------------------------------------
@@ -270,6 +311,11 @@ def test_each_fix_stays_inside_its_span(text: str, lang: str) -> None:
         ('{ "content": "[LINK]("https://google.com")" }', {"content": '[LINK]("https://google.com")'}),
         ('["lorem "ipsum" sic"]', ['lorem "ipsum" sic']),
         ('{"key": "v"alue", "k": 1}', None),  # one stray quote: typed by mistake or meant, the user decides
+        # a comma before a quoted word is prose, not a key boundary read into the string
+        (
+            '{"comment": "lorem, "ipsum" sic "tamet". To improve"}',
+            {"comment": 'lorem, "ipsum" sic "tamet". To improve'},
+        ),
     ],
 )
 def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str, value: object) -> None:
@@ -291,6 +337,14 @@ def test_quoted_words_are_escaped_and_a_lone_quote_is_left_to_the_user(text: str
 def test_string_slips_are_repaired_as_the_code_reads(text: str, value: object) -> None:
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    "text", ["{\n  \"greeting\": 'hello' +\n '\\world'\n}", "{\n  \"greeting\": 'hello' +\n 'world:\t'\n}"]
+)
+def test_joined_literals_with_a_bad_escape_or_a_raw_tab_do_not_crash_the_repair(text: str) -> None:
+    out = fixed_text(text, "json")  # the literals cannot be read as JavaScript would: whatever is offered is valid
+    assert out is None or json.loads(out)
 
 
 def test_a_line_break_that_ends_a_string_missing_its_quote_is_not_read_as_inside_it() -> None:

@@ -227,15 +227,18 @@ def _keystroke_both_ways(text: str, jsonc: bool = False) -> tuple[str | None, st
 
     K.shape_of.cache_clear()
     fast = K.keystroke_fix(text, jsonc)
-    region, net = K._Region.of, dict(K._NET)
+    region, net, joins, lines_fast = K._Region.of, dict(K._NET), K._joins, K._lines_fast
     K._Region.of = classmethod(lambda cls, *a: None)  # type: ignore[method-assign,assignment]
     K._NET.clear()
+    K._joins = lambda *a: True  # type: ignore[assignment]
+    K._lines_fast = lambda *a: None  # type: ignore[assignment]
     try:
         K.shape_of.cache_clear()
         slow = K.keystroke_fix(text, jsonc)
     finally:
         K._Region.of = region  # type: ignore[method-assign]
         K._NET.update(net)
+        K._joins, K._lines_fast = joins, lines_fast
     return fast, slow
 
 
@@ -258,3 +261,32 @@ def test_keystroke_search_by_member_with_a_duplicate_key_every_edit() -> None:
                 assert len(set(_keystroke_both_ways(src[:i] + ch + src[i:]))) == 1
             if i < len(src):
                 assert len(set(_keystroke_both_ways(src[:i] + src[i + 1 :]))) == 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(containers, st.integers(0, 10**6), st.sampled_from('",:{}[]\\ a\r\t\n'), st.booleans(), st.booleans())
+def test_keystroke_line_pair_check_rejects_no_parsing_candidate(doc, at, ch, delete, pretty) -> None:
+    """The keystroke search skips the parse of an edit whose line meets its neighbours with a token pair JSON never
+    has (and reads the lines' shape by whole-text scans); it finds the very candidates it finds without that."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = json.dumps(doc, indent=2 if pretty else None, ensure_ascii=False)
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    try:
+        json.loads(text)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    shape = K._Shape(text)
+    fast = K._lines_fast(text)
+    if fast is not None:
+        assert fast == K._lines_slow(K._STRINGS.sub('""', text).split("\n"))
+    with_check = K._candidates(text, text, err, shape, False)
+    joins = K._joins
+    K._joins = lambda *a: True  # type: ignore[assignment]
+    try:
+        without = K._candidates(text, text, err, shape, False)
+    finally:
+        K._joins = joins
+    assert [c[0] for c in with_check] == [c[0] for c in without]

@@ -162,3 +162,34 @@ def test_undo_layout_changes_keeps_the_fix_and_the_original_indentation() -> Non
     assert undo_layout_changes("[1,\n 2 3]", "[1, 2, 3]") == "[1,\n 2, 3]"
     assert undo_layout_changes('{"a": 1 "b": 2}', '{"a": 1,\n"b": 2}') == '{"a": 1,\n"b": 2}'
     assert undo_layout_changes("same", "same") == "same"
+
+
+def test_a_comment_that_only_a_broken_string_opened_is_read_line_by_line_but_a_real_one_is_not() -> None:
+    from dgemma_lsp.lsp.repair.validate import _blocks_only_opened_in
+
+    broken = '{\n  "src/"**/*.md": [\n    "fix"\n  ],\n  "lib/**/*.js": 1\n}\n'
+    fixed = broken.replace('"src/"**', '"src/**', 1)
+    line = (2, broken.index("\n", 2))
+    seg = [(line[0], line[1], line[0], line[1] - 1)]
+    assert _blocks_only_opened_in(broken, fixed, seg, 0, len(broken), 0, len(fixed))
+    assert validate_fix(broken, fixed, "json", line) is None
+    # a comment the fixed text still has, or one that starts on a line the fix does not touch, is no misreading
+    real = '{\n  "a": "x"y",\n  /* keep\n  this */ "b": 1\n}\n'
+    cut = real.replace('"x"y"', '"xy"', 1)
+    line = (2, real.index("\n", 2))
+    seg = [(line[0], line[1], line[0], line[1] - 1)]
+    assert not _blocks_only_opened_in(real, cut, seg, 0, len(real), 0, len(cut))
+    swallowed = '{\n  "a": "x",\n  "b": "/* c */ 1"\n}\n'
+    other = '{\n  "a": "x" y,\n  "b": /* c */ 1\n}\n'
+    line = (2, other.index("\n", 2))
+    assert not _blocks_only_opened_in(
+        other, swallowed, [(line[0], line[1], line[0], line[1] - 1)], 0, len(other), 0, len(swallowed)
+    )
+
+
+def test_a_letter_between_a_key_and_its_colon_is_no_value_but_a_word_or_a_letter_after_a_value_is() -> None:
+    broken = '{\n  "repository"x: {\n    "type": "git"\n  }\n}\n'
+    assert validate_fix(broken, broken.replace('"x:', '":', 1), "json", (2, 19)) is None
+    after_value = '{\n  "type": "module"x,\n  "n": 1\n}\n'
+    why = validate_fix(after_value, after_value.replace('"x,', '",', 1), "json", (2, 22))
+    assert why is not None and "'x'" in why
