@@ -121,6 +121,38 @@ def _blank_jsonc(text: str) -> str:
     return _JSONC_RUNS.sub(sub, out) if "," in out else out
 
 
+_KEPT_SOLID = re.compile(r"[^ \t\n\r,]")  # a character blanking keeps that is neither a space nor a comma
+
+
+def reblank(text: str, blank: str, a: int, b: int, ch: str) -> str:
+    """``_blank_jsonc(text[:a] + ch + text[b:])`` from ``blank`` (``_blank_jsonc(text)``) for a one-character edit
+    that neither adds nor removes a line break, by blanking again only the lines it can change.
+
+    Without ``/*`` in either text, every item the blanking reads (a string, a ``//`` comment, a comma, any other
+    character) lies inside one line, so a line's blanking depends on the line alone, except for a comma, whose
+    trailing-comma lookahead runs over spaces, line breaks and (second pass) blanked comments and commas to the next
+    character kept. Lines after the edited one are then unchanged; lines before it change only through commas
+    whose lookahead reaches the edit, and the last character before the edited line that blanking keeps and that is
+    no comma stops every earlier lookahead. So the lines from that character's to the edited one are blanked again,
+    with the text after them up to the next such character (their commas' lookahead), and spliced in."""
+    cand = text[:a] + ch + text[b:]
+    if "/*" in text or "\n" in text[a:b] + ch or (text[a - 1 : a] == "/" and text[b : b + 1] == "*"):
+        return _blank_jsonc(cand)
+    line_start = text.rfind("\n", 0, a) + 1
+    # the last kept non-comma character before the edited line (blanking before it is unchanged)
+    q = line_start - 1
+    while q >= 0 and blank[q] in " \t\n\r,":
+        q -= 1
+    start = blank.rfind("\n", 0, q) + 1 if q >= 0 else 0
+    nl = text.find("\n", b)
+    line_end = len(text) if nl < 0 else nl  # the edited line's end in text
+    m = _KEPT_SOLID.search(blank, line_end)  # the next kept non-comma character after the edited line
+    stop = len(text) if m is None else m.end()
+    shift = len(ch) - (b - a)
+    window = _blank_jsonc(cand[start : stop + shift])
+    return blank[:start] + window[: line_end + shift - start] + blank[line_end:]
+
+
 def lenient_string(token_text: str) -> str:
     """The value a user meant by a string token: bad escapes such as ``\\U`` keep their backslash."""
     quote = token_text[0]

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 
 from .edits import _common_prefix
-from .jsonc import _blank_jsonc
+from .jsonc import _blank_jsonc, reblank
 
 INSERT = '",:{}[]\\'
 _Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
@@ -76,7 +76,7 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
         if settled is None:
             return None  # equally plausible repairs that mean different things: the indentation cannot tell
         ranked = settled
-    after = _misfits_after(shape, blank, ranked[0], jsonc)
+    after = _misfits_after(shape, text, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
@@ -118,7 +118,7 @@ def _misfits(shape: _Shape) -> int:
     return sum(ind is not None for ind in shape.indent) - shape.prefix[-1] if shape.unit else 0
 
 
-def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
+def _misfits_after(shape: _Shape, text: str, blank: str, won: tuple, jsonc: bool) -> int:
     """:func:`_misfits` of the winning candidate, from the broken document's shape: the edit changes one line (its
     indentation and nesting; the later lines' depth shifts, which :meth:`_Shape.agreement` counts). Only where the
     indentation step itself changes (the line's indentation counted in it), or JSONC blanking differs elsewhere,
@@ -126,9 +126,9 @@ def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
     _, _, _, _, cand, row, new_line = won
     lo, hi = shape.starts[row], shape.ends[row]
     if not shape.unit:
-        return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
+        return _misfits(shape_of(_edited_blank(text, blank, cand) if jsonc else cand))
     if jsonc:
-        cand_blank = _blank_jsonc(cand)
+        cand_blank = _edited_blank(text, blank, cand)
         if cand_blank[:lo] != blank[:lo] or cand_blank[lo + len(new_line) :] != blank[hi:]:
             return _misfits(shape_of(cand_blank))
     body = new_line.lstrip(" \t")
@@ -137,9 +137,17 @@ def _misfits_after(shape: _Shape, blank: str, won: tuple, jsonc: bool) -> int:
         indents = shape.indent.copy()
         indents[row] = ind
         if _indent_unit(indents) != shape.unit:
-            return _misfits(shape_of(_blank_jsonc(cand) if jsonc else cand))
+            return _misfits(shape_of(_edited_blank(text, blank, cand) if jsonc else cand))
     lines = sum(i is not None for i in shape.indent) - (shape.indent[row] is not None) + (ind is not None)
     return lines - shape.agreement(row, new_line)
+
+
+def _edited_blank(text: str, blank: str, cand: str) -> str:
+    """``_blank_jsonc(cand)`` for ``cand``, ``text`` with one character inserted or deleted (:func:`.jsonc.reblank`)."""
+    a = _common_prefix(text, cand)
+    if len(cand) == len(text) + 1:
+        return reblank(text, blank, a, a, cand[a])
+    return reblank(text, blank, a, a + 1, "")
 
 
 def _padded(blank: str, a: int, ch: str) -> int:
@@ -204,8 +212,9 @@ def _candidates(
                 if not jsonc and not small and not stray_closer and not _joins(shape, row, new_line):
                     continue  # a token pair JSON never has across the line's ends: it cannot parse either
                 cand = text[:a] + ch + text[b:]
-                # JSONC: blank again (a trailing comma blanked before may stop being one)
-                cand_blank = _blank_jsonc(cand) if jsonc else cand
+                # JSONC: blank again (a trailing comma blanked before may stop being one), only the lines the edit
+                # can change: a whole-document blanking per candidate was most of a long JSONC file's search
+                cand_blank = reblank(text, blank, a, b, ch) if jsonc else cand
                 local = region.parse(cand_blank, a, b, ch) if region is not None else None
                 if local is _FAILS:
                     continue

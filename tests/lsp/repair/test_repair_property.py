@@ -290,3 +290,75 @@ def test_keystroke_line_pair_check_rejects_no_parsing_candidate(doc, at, ch, del
     finally:
         K._joins = joins
     assert [c[0] for c in with_check] == [c[0] for c in without]
+
+
+_COMMENTS = ["", " // note", ' // "quoted", and a comma,', "\n// a comment line ]", " // http://x/y", ""]
+_PIECES = ['"', '"a"', ",", ", ", "]", "}", "[", "{", "//", "// c\n", "/", "\n", "\n  ", " ", "\r", "\\", "a", ":", "1"]
+
+
+def _jsonc_of(doc: object, picks: list[int], crlf: bool) -> str:
+    """``doc`` pretty-printed with comments after some lines, comment lines and trailing commas (picks: per line)."""
+    lines = json.dumps(doc, indent=2, ensure_ascii=False).split("\n")
+    out = []
+    for k, line in enumerate(lines):
+        p = picks[k % len(picks)] if picks else 0
+        nxt = lines[k + 1].lstrip()[:1] if k + 1 < len(lines) else ""
+        if p == 5 and nxt in ("]", "}") and line.rstrip()[-1:] not in ("[", "{", ","):
+            line += ","  # a trailing comma (JSONC allows it)
+        out.append(line + _COMMENTS[p % len(_COMMENTS)])
+    return ("\r\n" if crlf else "\n").join(out)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=40) | containers.map(lambda d: json.dumps(d, indent=2)),
+    st.integers(0, 10**6),
+    st.sampled_from('",:{}[]\\x'),
+    st.booleans(),
+)
+def test_jsonc_reblank_is_the_whole_blanking(src, at, ch, delete) -> None:
+    """The keystroke search blanks a JSONC candidate again only on the lines the edit can change
+    (``jsonc.reblank``): the result is the whole document blanked again, byte for byte."""
+    text = "".join(src) if isinstance(src, list) else src
+    a = at % (len(text) + 1)
+    b, ch = (a + 1, "") if delete and a < len(text) and text[a] != "\n" else (a, ch)
+    assert J.reblank(text, J._blank_jsonc(text), a, b, ch) == J._blank_jsonc(text[:a] + ch + text[b:])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    containers,
+    st.lists(st.integers(0, 5), min_size=1, max_size=12),
+    st.booleans(),
+    st.integers(0, 10**6),
+    st.sampled_from('",:{}[]\\ a/'),
+    st.booleans(),
+)
+def test_keystroke_jsonc_search_by_lines_finds_what_whole_blanking_finds(doc, picks, crlf, at, ch, delete) -> None:
+    """JSONC candidates blanked line by line (``jsonc.reblank``) are the candidates blanked as whole documents, and
+    the search answers the same."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = _jsonc_of(doc, picks, crlf)
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    blank = J._blank_jsonc(text)
+    try:
+        json.loads(blank)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    K.shape_of.cache_clear()
+    shape = K.shape_of(blank)
+    fast = K._candidates(text, blank, err, shape, True)
+    fast_fix = K.keystroke_fix(text, True)
+    reblank = K.reblank
+    K.reblank = lambda t, bl, a, b, c: J._blank_jsonc(t[:a] + c + t[b:])  # type: ignore[assignment]
+    try:
+        K.shape_of.cache_clear()
+        slow = K._candidates(text, blank, err, shape, True)
+        slow_fix = K.keystroke_fix(text, True)
+    finally:
+        K.reblank = reblank  # type: ignore[assignment]
+    assert [(c[0], c[1]) for c in fast] == [(c[0], c[1]) for c in slow]
+    assert fast_fix == slow_fix
