@@ -95,9 +95,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         spans = [sp for t in targets for sp in _spans(t)]
         fixed, why = validate_edits(text, edits, lang, spans)
         span = _hull(spans)
-        if why is None and issue is not None and len(spans) > 1 and validate_fix(text, fixed, lang, span) is not None:
+        if why is None and len(spans) > 1 and validate_fix(text, fixed, lang, span) is not None:
             # Far-apart edits (both fence lines) with other problems between them: a client checking against
-            # the one reported span would refuse this, so fix everything inside that span with it.
+            # the one reported span (and the server's own last check) would refuse this, so fix everything inside
+            # that span with it.
             inner = [t for t in raw if all(span[0] <= a and b <= span[1] for a, b in _spans(t))]
             more = _dedupe([ed for t in inner for ed in t.edits])
             if all(t.edits for t in inner) and len(inner) > 1:
