@@ -161,13 +161,14 @@ def load_backend(model: str, threads: int | None) -> Any:
     return backend
 
 
-def run_model(backend: Any, case: dict[str, Any], gate: float) -> dict[str, Any]:
-    """The server's suggestion for one case (ungated) and whether the gate in force shows it."""
+def run_model(backend: Any, case: dict[str, Any], gate: float, canvas: int | None = None) -> dict[str, Any]:
+    """The server's suggestion for one case (ungated) and whether the gate in force shows it; ``canvas``: the
+    single-line canvas width (default: the server's)."""
     from dgemma_lsp.config import Settings
     from dgemma_lsp.lsp.confidence import below, confidence
     from dgemma_lsp.lsp.infill import infill
 
-    settings = Settings(min_confidence=0.0)
+    settings = Settings(min_confidence=0.0, **({"single_line_canvas": canvas} if canvas else {}))
     t0 = time.perf_counter()
     res = asyncio.run(
         infill(
@@ -194,7 +195,12 @@ def run_model(backend: Any, case: dict[str, Any], gate: float) -> dict[str, Any]
 
 
 def evaluate(
-    cases: list[dict[str, Any]], backend: Any | None, *, gate_off: bool = False, log: Any = None
+    cases: list[dict[str, Any]],
+    backend: Any | None,
+    *,
+    gate_off: bool = False,
+    log: Any = None,
+    canvas: int | None = None,
 ) -> dict[str, Any]:
     """Rows (one per case, model and heuristic) and tables; ``backend`` None scores the heuristic only."""
     from dgemma_lsp.config import Settings
@@ -208,7 +214,7 @@ def evaluate(
         hs["shown"] = not hs["empty"]
         row = {k: c[k] for k in ("id", "project", "path", "language_id", "kind", "target")} | {"copy_above": hs}
         if backend is not None:
-            row["model"] = run_model(backend, c, gate)
+            row["model"] = run_model(backend, c, gate, canvas)
             if log:
                 m = row["model"]
                 print(
@@ -236,12 +242,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gate-off", action="store_true", help="min_confidence 0: every non-empty suggestion is shown")
     ap.add_argument("--heuristic-only", action="store_true", help="no model: the copy-above heuristic only")
     ap.add_argument("--json", help="write the report (tables and one row per case) here")
+    ap.add_argument(
+        "--single-line-canvas", type=int, help="canvas width of single-line and mid-line cases (default: the server's)"
+    )
     a = ap.parse_args(argv)
     header, cases = load_cases(a.cases, a.split)
     cases = pick(cases, a.limit)
     backend = None if a.heuristic_only else load_backend(a.model, a.threads)
     t0 = time.perf_counter()
-    report = evaluate(cases, backend, gate_off=a.gate_off, log=sys.stderr)
+    report = evaluate(cases, backend, gate_off=a.gate_off, log=sys.stderr, canvas=a.single_line_canvas)
     report = {
         "cases": a.cases,
         "split": a.split,
@@ -249,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         "limit": a.limit,
         "model": a.model if backend is not None else None,
         "gate_off": a.gate_off,
+        "single_line_canvas": a.single_line_canvas,
         "seconds": round(time.perf_counter() - t0, 1),
     } | report
     print(markdown(report["tables"]))
