@@ -192,6 +192,19 @@ def test_random_noise_never_crashes_and_never_yields_an_invalid_fix(text: str, l
             assert find_issues(out, lang) == []
 
 
+def _one_keystroke(text: str, at: int, ch: str, delete: bool, jsonc: bool) -> tuple[str, str, int] | None:
+    """``text`` with one character deleted or ``ch`` typed (position ``at`` wrapped), its blanking and where the
+    C parser stops on it; None when the damage still parses."""
+    i = at % (len(text) + 1)
+    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    blank = J._blank_jsonc(text) if jsonc else text
+    try:
+        json.loads(blank)
+    except ValueError as exc:
+        return text, blank, exc.pos
+    return None
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(containers, st.integers(0, 10**6), st.sampled_from('",:{}[]\\ a'), st.booleans(), st.booleans())
 def test_keystroke_bracket_balance_precheck_rejects_no_parsing_candidate(doc, at, ch, delete, jsonc) -> None:
@@ -199,15 +212,10 @@ def test_keystroke_bracket_balance_precheck_rejects_no_parsing_candidate(doc, at
     outside strings; it finds the very candidates it finds without that shortcut."""
     from dgemma_lsp.lsp.repair import keystroke as K
 
-    text = json.dumps(doc, indent=2, ensure_ascii=False)
-    i = at % (len(text) + 1)
-    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
-    blank = J._blank_jsonc(text) if jsonc else text
-    try:
-        json.loads(blank)
+    case = _one_keystroke(json.dumps(doc, indent=2, ensure_ascii=False), at, ch, delete, jsonc)
+    if case is None:
         return
-    except ValueError as exc:
-        err = exc.pos
+    text, blank, err = case
     K.shape_of.cache_clear()
     shape = K.shape_of(blank)
     with_check = K._candidates(text, blank, err, shape, jsonc)
@@ -339,15 +347,10 @@ def test_keystroke_jsonc_search_by_lines_finds_what_whole_blanking_finds(doc, pi
     the search answers the same."""
     from dgemma_lsp.lsp.repair import keystroke as K
 
-    text = _jsonc_of(doc, picks, crlf)
-    i = at % (len(text) + 1)
-    text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
-    blank = J._blank_jsonc(text)
-    try:
-        json.loads(blank)
+    case = _one_keystroke(_jsonc_of(doc, picks, crlf), at, ch, delete, True)
+    if case is None:
         return
-    except ValueError as exc:
-        err = exc.pos
+    text, blank, err = case
     K.shape_of.cache_clear()
     shape = K.shape_of(blank)
     fast = K._candidates(text, blank, err, shape, True)
