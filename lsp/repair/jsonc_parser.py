@@ -138,6 +138,21 @@ def _fix_body(body: str, single: bool = False) -> str:
     return (_SQ_SCAN if single else _STR_SCAN).sub(sub, body)
 
 
+_CUT_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\(?:u[0-9a-fA-F]{0,3}|x[0-9a-fA-F]?)?)$")
+_CUT_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})$")
+
+
+def cut_escape(body: str) -> str:
+    """The body of a string the document's end cut, without an escape the cut left unfinished (``\\``, ``\\u00``,
+    ``\\x4``, or a surrogate pair's first half): what it would have read as is unknown, and keeping its letters
+    would put a backslash sequence nobody wrote into the value."""
+    for rx in (_CUT_ESCAPE, _CUT_SURROGATE):
+        m = rx.search(body)
+        if m and m.group(1):
+            body = body[: m.start(1)]
+    return body
+
+
 def _quote(raw: str) -> str:
     """A JSON string literal whose value is ``raw`` exactly (what an unquoted atom meant)."""
     return json.dumps(raw, ensure_ascii=False)
@@ -165,6 +180,8 @@ def _normalize_number(t: str) -> str | None:
     return out
 
 
+# a number cut before its exponent's digits, or a lone sign / hex prefix (``1e``, ``-2.5E+``, ``-``, ``0x``)
+_CUT_NUMBER = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?|0[xX])?|[-+]")
 _WORD_FIX = {"true": "true", "false": "false", "none": "null", "null": "null", "nan": "null", "undefined": "null"}
 
 
@@ -300,7 +317,11 @@ class _Parser:
                 if kind == WORD and not _HAS_ALNUM.search(self.text, tok[1], tok[2]):
                     # a stray "." / "\\" / "=" between tokens (a slip of the keyboard): no value, delete it
                     s, e = tok[1], tok[2]
-                    self._add(s, e, "json.unexpected-character", f"unexpected {self.text[s:e]!r}", [(s, e, "")])
+                    if self.state == "value" and self._cut_at_end(s, e):
+                        msg = f"the document ends inside {self.text[s:e]!r} (truncated?): which value it was is unknown"
+                        self._add(s, e, "json.cut-token", msg, [])
+                    else:
+                        self._add(s, e, "json.unexpected-character", f"unexpected {self.text[s:e]!r}", [(s, e, "")])
                 elif kind == OBJ_CLOSE or kind == ARR_CLOSE:
                     self._closer(tok)
                 else:
@@ -758,6 +779,8 @@ class _Parser:
         what = "property name" if key else "string"
         closed = e - s >= 2 and text[e - 1] == "'"
         body = text[s + 1 : e - 1] if closed else text[s + 1 : e]
+        if not closed and not text[e : self.end].strip():
+            body = cut_escape(body)  # cut by the document's end
         fix = [(s, e, '"' + _fix_body(body, single=True) + '"')]
         if not closed:
             self._add(s, e, "json.unterminated-string", f"unterminated {what}", fix)
@@ -775,7 +798,16 @@ class _Parser:
         if colon >= 0:  # {"a: 1} - the key ran into its value
             close = s + 1 + len(content[:colon].rstrip())
         elif e >= end or not text[e:end].strip():
-            close = len(text[s:e].rstrip()) + s  # truncated document: close the string where the text stops
+            # truncated document: close the string where the text stops, less an escape the cut left unfinished
+            close = len(text[s:e].rstrip()) + s
+            raw = cut_escape(text[s + 1 : close])
+            what = "property name" if key else "string"
+            self._add(
+                s, e, "json.unterminated-string", f"unterminated {what}", [(s, close, '"' + _fix_body(raw) + '"')]
+            )
+            if close < e:
+                self.tokens[-1] = (STRING, s, close)
+            return close
         else:
             close = s + 1 + len(content.rstrip(" \t,}]\r"))
         raw = text[s + 1 : close]
@@ -802,6 +834,10 @@ class _Parser:
                 s, e, "json.invalid-literal", f"{text[s:e]!r} is not a JSON value (use {literal})", [(s, e, literal)]
             )
             return e
+        if not key and self._cut_at_end(s, e):
+            msg = f"the document ends inside {text[s:e]!r} (truncated?): which value it was is unknown"
+            self._add(s, e, "json.cut-token", msg, [])
+            return e
         slip = None if key else literal_with_slip(text[s:e])
         if slip is not None:
             msg = f"{text[s:e]!r} is not a JSON value (a letter typed into {slip}?)"
@@ -823,6 +859,10 @@ class _Parser:
             nxt = self._next_raw()
         if nxt is not None:
             self.pending.append(nxt)
+        if not key and not self.stack and not text[word_end : self.end].strip():
+            # the whole document is unquoted text: no JSON value is there to repair, and quoting prose invents one
+            self._add(s, word_end, "json.not-json", "the document is unquoted text, not a JSON value", [])
+            return word_end
         fix = [(s, word_end, _quote(text[s:word_end]))]
         if text[s - 1 : s] == '"' or text[word_end : word_end + 1] == '"':
             # a word glued to a quote (a",b" or "k"e"y"): the quote is misplaced, so where each string starts
@@ -834,6 +874,18 @@ class _Parser:
             msg = f"{text[s:word_end]!r} is not a JSON value (missing quotes?)"
             self._add(s, word_end, "json.unquoted-string", msg, fix)
         return word_end
+
+    def _cut_at_end(self, s: int, e: int) -> bool:
+        """``text[s:e]`` is the last thing in the document and only the start of a value: a literal's first letters
+        (``T``, ``fal``, ``nu``) or a number cut in its exponent or sign (``1e``, ``1.5E+``, ``-``). Completing it
+        (true? "T"?) or dropping it would both be a guess about what the cut text said."""
+        if self.text[e : self.end].strip():
+            return False
+        word = self.text[s:e]
+        low = word.lower()
+        if any(lit.startswith(low) and lit != low for lit in ("true", "false", "null", "none")):
+            return True
+        return _CUT_NUMBER.fullmatch(word) is not None
 
     def _next_raw(self) -> Token | None:
         """The next token, with no C-scanner shortcut."""

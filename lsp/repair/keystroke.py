@@ -183,8 +183,9 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
-            if blank[pos - 1 : pos] == "\\" and blank[pos : pos + 1] in "'`":
-                # \' escapes an apostrophe (JavaScript): a quote typed after the backslash would add a " to the value
+            if _escapes_next(blank, pos):
+                # a quote typed after a backslash would be read as an escaped quote: \' (a JavaScript apostrophe)
+                # or \q (a bad escape) would gain a " in the value that nobody typed
                 edits = [ed for ed in edits if ed[2] != '"']
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
@@ -227,6 +228,14 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+def _escapes_next(blank: str, pos: int) -> bool:
+    """Whether an odd run of backslashes ends right before ``pos`` (the character at ``pos`` is escaped)."""
+    run = 0
+    while pos - run > 0 and blank[pos - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def typed_letter(text: str, a: int, b: int) -> bool:

@@ -15,6 +15,7 @@ from .quotes import concat_fix, inner_quotes_fix, newline_in_string_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
+_NO_REPAIR = ("json.cut-token", "json.not-json")
 
 
 def _raw_issues(text: str, lang: str) -> list:
@@ -80,6 +81,9 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         one = _keystroke(text, lang, issue)
         if one is not None:
             return one
+    if any(t.code in _NO_REPAIR for t in raw):
+        # the document ends inside a token, or is unquoted text: any repair would invent what it said
+        return None
     if any(_glued(t) for t in targets):
         # a word glued to a misplaced quote that no one-keystroke repair explains: which text is one string is a
         # guess (see _bare_word), and quoting by that guess changes the values (["a",",b"])

@@ -21,6 +21,7 @@ from collections import Counter
 from ..diagnostics import normalize_language
 from . import jsonc as _json
 from . import markdown as _md
+from .jsonc_parser import cut_escape
 from .keystroke import typed_letter
 
 Seg = tuple[int, int, int, int]  # original [s, e) became fixed [fs, fe)
@@ -291,7 +292,10 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     spelled: dict = {}  # lenient value -> how it was written (a quoted key 0 becomes the string "0")
     for k, a, b in in_o:
         if k == _json.UNTERMINATED:
-            chars_need.update(ch for ch in original[a + 1 : b] if ch.isalnum())
+            body = original[a + 1 : b]
+            if not original[b:].strip():  # cut by the document's end: an unfinished escape is no text (cut_escape)
+                body = cut_escape(body.rstrip())
+            chars_need.update(ch for ch in body if ch.isalnum())
         elif k == _json.WORD and (not _json._HAS_ALNUM.search(original, a, b) or typed_letter(original, a, b)):
             continue  # a stray "." or "\\" is no value (the parser reports it as a stray character), nor a letter typed onto a quote
         elif k in _json.VALUE_KINDS:
@@ -402,6 +406,8 @@ def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
             if not original[a:b].strip(_QUOTES):
                 continue  # typographic quotes: a fix replaces them by '"'
 
+            if original[a:b] == "\\" and not original[b:].strip():
+                continue  # an escape the document's end cut (a truncated string): no text to keep
             if original[b : b + 1].isalnum() or original[a - 1 : a].isalnum():
                 lo, hi = a, b
                 stop = "{}[],:\"'" + _QUOTES

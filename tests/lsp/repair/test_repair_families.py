@@ -419,3 +419,65 @@ def test_a_closer_that_lost_a_backtick_is_repaired_when_the_fences_after_it_are_
 def test_a_line_break_typed_inside_a_string_is_escaped_and_kept(text: str, value: object) -> None:
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == value
+
+
+# -- issue 47, set 3 (fixtures/repair_eval3, tune split): the document's end cuts a token --------------------------
+
+CUT_TOKEN = [
+    ("a literal's first letter", "[T"),
+    ("a literal's first letters", "[Fal"),
+    ("null cut, upper case", '{"a": [NU'),
+    ("a number cut in its exponent", "[1, 2e"),
+    ("a number cut after the exponent's sign", "[1e-"),
+    ("a number cut after an exponent sign, upper case", '{"x": [1.5E+'),
+    ("a lone minus", "[1, -"),
+    ("a hex prefix", '{"a": 0x'),
+    ("a literal one letter short, at the end", '{"a": 1, "b": tru'),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), CUT_TOKEN, ids=[n for n, _ in CUT_TOKEN])
+def test_a_token_cut_by_the_documents_end_is_not_completed_nor_quoted(name: str, text: str) -> None:
+    # "T" could have been true or "The..."; quoting it or dropping it both change what the document said
+    assert find_issues(text, "json"), name
+    assert fixed_text(text, "json") is None, name
+
+
+@pytest.mark.parametrize("text", ["tr", "just prose", "str"])
+def test_a_document_that_is_only_unquoted_text_gets_no_fix(text: str) -> None:
+    assert find_issues(text, "json")
+    assert fixed_text(text, "json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"a":2.', {"a": 2.0}),  # a dot is not a cut exponent: 2. reads as 2.0 (jsonrepair's suite)
+        ('{"a": [1, 2', {"a": [1, 2]}),  # a whole number before the cut stays
+        ("True", True),
+    ],
+)
+def test_truncation_repairs_that_keep_a_whole_token_still_work(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"a": "x\\', {"a": "x"}),
+        ('{"a": "x\\u00', {"a": "x"}),
+        ('{"a": "x\\ud83d\\ude0', {"a": "x"}),
+        ('["a\\', ["a"]),
+        ('{"a": "b\\\\', {"a": "b\\"}),  # an escaped backslash is whole: kept
+    ],
+)
+def test_an_escape_cut_by_the_documents_end_is_dropped_with_the_string_closed(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_bad_escape_is_escaped_not_turned_into_an_escaped_quote() -> None:
+    # "x\qy": the one-keystroke search once inserted a quote after the backslash ("x\"qy"), a " nobody typed
+    out = fixed_text('{"a": "x\\qy"}', "json")
+    assert out is not None and json.loads(out) == {"a": "x\\qy"}
