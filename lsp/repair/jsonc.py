@@ -80,6 +80,8 @@ def fast_valid(text: str, jsonc: bool) -> bool:
     """True when the document is certainly valid (C parser); False means "run the tolerant parser"."""
     if not text.strip(" \t\n\r\ufeff"):
         return True
+    if not jsonc and text.startswith("\ufeff"):
+        return False  # JSON forbids a byte order mark (RFC 8259; json.loads and JSON.parse refuse it): the parser reports it
     src = text.lstrip("\ufeff")
     try:
         json.loads(src, parse_constant=_reject_constant)
@@ -174,6 +176,9 @@ def lenient_string(token_text: str) -> str:
         elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2 : i + 6]):
             out.append(chr(int(body[i + 2 : i + 6], 16)))
             i += 6
+        elif nxt == "x" and quote == "'" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2 : i + 4]):
+            out.append(chr(int(body[i + 2 : i + 4], 16)))  # JavaScript / Python: '\x41' is "A"
+            i += 4
         else:
             out.append("\\")
             i += 1

@@ -41,7 +41,7 @@ _TOKEN_RE = re.compile(
     + _ATOM_END
     + r""")
     |(?P<w>[\w$+\-.\\]+)
-    |(?P<c>//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/)
+    |(?P<c>//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|(?<![^\s,\[{])\#(?=[\ \t\#!\n\r]|\Z)[^\n\r]*)
     |(?P<C>/\*[^\n\r]*)
     |(?P<q>'[^'\\\n\r]*(?:\\[^\n\r][^'\\\n\r]*)*'?)
     |(?P<x>.)
@@ -50,7 +50,8 @@ _TOKEN_RE = re.compile(
 )
 # Escapes are matched pairwise from the left, so the "\\0" in "\\\\0" is never taken for a bad "\\0".
 _STR_SCAN = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|[\x00-\x1f]|\\.?')
-_SQ_SCAN = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})|[\x00-\x1f"]|\\.?')
+# single quotes: the string comes from JavaScript or Python, where \xHH is a character too
+_SQ_SCAN = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})|[\x00-\x1f"]|\\.?')
 
 
 def _is_good_escape(t: str) -> bool:
@@ -92,6 +93,7 @@ def tokenize(text: str, start: int = 0, end: int | None = None) -> Iterator[tupl
 # What the tolerant lexer reads as a string, comment or single-quoted string (a bracket inside one is no bracket).
 _HIDDEN = re.compile(
     r'"[^"\\\n\r]*(?:\\[^\n\r][^"\\\n\r]*)*"?|//[^\n\r]*|/\*(?:[^*]|\*(?!/))*\*/|/\*[^\n\r]*'
+    r"|(?<![^\s,\[{])#(?=[ \t#!\n\r]|\Z)[^\n\r]*"
     r"|'[^'\\\n\r]*(?:\\[^\n\r][^'\\\n\r]*)*'?"
 )
 _BRACKETS = re.compile(r"[\[\]{}]")

@@ -80,6 +80,11 @@ def _prose_lead(text: str, end: int) -> int:
         line = text[pos : end if nl < 0 else nl].strip()
         if line.startswith(("{", "[", "```", "~~~")):
             return pos if words else 0
+        m = _PROSE_COLON.match(text, pos, end if nl < 0 else nl)
+        if m and (" " in m.group(1).strip() or m.group(1)[0].isupper()):
+            # "Result: {...}" on one line: a label (capitalised, or words) then the JSON; a lone lower-case name
+            # before a colon may be a member whose object lost its braces (name: {...}), so that stays
+            return m.end()
         if line and not line[0].isalpha():
             return 0
         words = words or bool(line)
@@ -89,6 +94,7 @@ def _prose_lead(text: str, end: int) -> int:
     return 0
 
 
+_PROSE_COLON = re.compile(r"[ \t]*([A-Za-z][^:{}\[\]\"'\n]*):[ \t]*(?=[{\[])")
 _KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
 _COLON_NEXT = re.compile(r"[ \t]*:")
 _NEXT_KEY_LINE = re.compile(r'[ \t]*\r?\n\s*"(?:[^"\\\n]|\\.)*"[ \t]*:')
@@ -131,6 +137,8 @@ def _fix_body(body: str, single: bool = False) -> str:
             return t
         if t == '"':
             return '\\"'
+        if single and len(t) == 4 and t.startswith("\\x"):
+            return "\\u00" + t[2:]  # '\x41' is "A" in JavaScript and Python
         if t.startswith("\\"):
             return "'" if t == "\\'" else "\\" + t  # \' escapes an apostrophe (JavaScript, Python)
         return json.dumps(t)[1:-1]
@@ -144,13 +152,19 @@ _CUT_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})$")
 
 def cut_escape(body: str) -> str:
     """The body of a string the document's end cut, without an escape the cut left unfinished (``\\``, ``\\u00``,
-    ``\\x4``, or a surrogate pair's first half): what it would have read as is unknown, and keeping its letters
-    would put a backslash sequence nobody wrote into the value."""
+    ``\\x4``, or a surrogate pair's first half)."""
     for rx in (_CUT_ESCAPE, _CUT_SURROGATE):
         m = rx.search(body)
         if m and m.group(1):
             body = body[: m.start(1)]
     return body
+
+
+def cut_code_point(body: str) -> bool:
+    """Whether the document's end cut a ``\\u`` / ``\\x`` escape (or a surrogate pair) short: the character it
+    spelled is unknown, and repair suites disagree on keeping its letters or dropping it, so no fix is offered. A
+    lone trailing backslash spells nothing yet: :func:`cut_escape` drops it."""
+    return cut_escape(body) != body and not body.endswith("\\") or _CUT_SURROGATE.search(body) is not None
 
 
 def _quote(raw: str) -> str:
@@ -297,6 +311,9 @@ class _Parser:
     # -- driver ----------------------------------------------------------------------------------------------
 
     def run(self) -> ParseResult:
+        if not self.jsonc and self.whole_doc and self.text.startswith("\ufeff", self.start):
+            s = self.start
+            self._add(s, s + 1, "json.bom", "byte order mark before the JSON text (JSON forbids it)", [(s, s + 1, "")])
         self._strip_prose_lead()
         self._strip_code_fence()
         self._strip_jsonp()
@@ -463,6 +480,9 @@ class _Parser:
         kind, s, e = tok
         if kind == OPEN_COMMENT and self.jsonc:
             self._add(s, e, "json.unterminated-comment", "block comment is never closed", [(e, e, " */")])
+        elif self.text[s] == "#" and self.jsonc:
+            # a Python / shell comment (an LLM's or a YAML habit): JSONC spells it //
+            self._add(s, e, "json.comment", "'#' comments are not JSONC (use //)", [(s, s + 1, "//")])
         elif not self.jsonc:
             ds, de = _delete_whole_line_if_alone(self.text, s, e, self.start, self.end)
             self._add(s, e, "json.comment", "comments are not allowed in JSON (use JSONC)", [(ds, de, "")])
@@ -780,6 +800,9 @@ class _Parser:
         closed = e - s >= 2 and text[e - 1] == "'"
         body = text[s + 1 : e - 1] if closed else text[s + 1 : e]
         if not closed and not text[e : self.end].strip():
+            if cut_code_point(body):
+                self._add(s, e, "json.cut-token", "the document ends inside an escape sequence (truncated?)", [])
+                return e
             body = cut_escape(body)  # cut by the document's end
         fix = [(s, e, '"' + _fix_body(body, single=True) + '"')]
         if not closed:
@@ -800,6 +823,9 @@ class _Parser:
         elif e >= end or not text[e:end].strip():
             # truncated document: close the string where the text stops, less an escape the cut left unfinished
             close = len(text[s:e].rstrip()) + s
+            if cut_code_point(text[s + 1 : close]):
+                self._add(s, e, "json.cut-token", "the document ends inside an escape sequence (truncated?)", [])
+                return e
             raw = cut_escape(text[s + 1 : close])
             what = "property name" if key else "string"
             self._add(

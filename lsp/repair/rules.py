@@ -204,7 +204,8 @@ def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None
         or newline_in_string_fix(text, jsonc)
         or concat_fix(text, jsonc)
     )
-    if fixed is None:
+    if fixed is None or (lang == "jsonc" and _raw_issues(fixed, lang)):
+        # JSONC: the blanked text parses, but a comma the blanking hid can still be one no parser accepts ("[[,]")
         return None
     s, e, _ = changed_span(text, fixed)
     span = _whole_lines(text, s, e)

@@ -512,7 +512,7 @@ def _only_quotes_moved(original: str, fixed: str, in_o: list, in_f: list) -> boo
 
 
 def _comment_text(t: str) -> str:
-    t = t[2:] if t.startswith(("//", "/*")) else t
+    t = t[2:] if t.startswith(("//", "/*")) else t[1:] if t.startswith("#") else t
     t = t[:-2] if t.endswith("*/") else t
     return t.strip()
 
