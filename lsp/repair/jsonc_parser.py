@@ -94,6 +94,15 @@ def _prose_lead(text: str, end: int) -> int:
     return 0
 
 
+# characters a reader takes for white space that JSON does not (JSON has only space, tab, CR, LF)
+_ZERO_WIDTH = frozenset("\u200b\u2060")
+_ODD_SPACE = (
+    frozenset(
+        "\u000b\u000c\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+        "\u2028\u2029\u202f\u205f\u3000"
+    )
+    | _ZERO_WIDTH
+)
 _PROSE_COLON = re.compile(r"[ \t]*([A-Za-z][^:{}\[\]\"'\n]*):[ \t]*(?=[{\[])")
 _KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
 _COLON_NEXT = re.compile(r"[ \t]*:")
@@ -323,7 +332,13 @@ class _Parser:
         self.it = Lexer(self.text, start, self.end)
         while (tok := self._next_token()) is not None:
             kind = tok[0]
-            if kind == COMMENT or kind == OPEN_COMMENT:
+            if kind == BAD_CHAR and self.text[tok[1]] in _ODD_SPACE:
+                # a no-break / em / ideographic space or a vertical tab (pasted from a web page or a word
+                # processor): white space to a reader, an error to a JSON parser; read as a space
+                ch = self.text[tok[1]]
+                fix = "" if ch in _ZERO_WIDTH else " "
+                self._add(tok[1], tok[2], "json.odd-space", f"{ch!r} is not JSON white space", [(tok[1], tok[2], fix)])
+            elif kind == COMMENT or kind == OPEN_COMMENT:
                 self.tokens.append(tok)
                 self._comment(tok)
             elif self.state == "done":

@@ -13,6 +13,7 @@ Checks, in order (the first failure is returned as a one-line reason):
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -269,21 +270,46 @@ def _check_cluster(
         if any(not (b <= s or a >= e) for s, e, _, _ in segs[max(0, k - 1) : k + 1]):
             continue
         out_o.append((kind, a + shift, b + shift))
-    out_f = [t for t in ft if all(t[2] <= fs or t[1] >= fe for _, _, fs, fe in segs)]
+    out_f = _outside(ft, [(fs, fe) for _, _, fs, fe in segs])
     if out_o != out_f:
         return "the fix changes how the text around the span reads"
     if not keep_values:
         return None
     # 4. values (and JSONC comments) inside each segment kept.
+    o_ends = [t[2] for t in ot]
+    f_ends = [t[2] for t in ft]
     for s, e, fs, fe in segs:
-        in_o = [
-            t for t in ot if not (t[2] <= s or t[1] >= e) and not any(a <= t[1] and t[2] <= b for a, b, _ in fences)
-        ]
-        in_f = [t for t in ft if not (t[2] <= fs or t[1] >= fe)]
+        in_o = [t for t in _overlapping(ot, o_ends, s, e) if not any(a <= t[1] and t[2] <= b for a, b, _ in fences)]
+        in_f = _overlapping(ft, f_ends, fs, fe)
         why = _values_kept(original, fixed, jsonc, in_o, in_f)
         if why:
             return why
     return None
+
+
+def _outside(tokens: list[tuple[str, int, int]], spans: list[tuple[int, int]]) -> list[tuple[str, int, int]]:
+    """The tokens (in order, not overlapping) that overlap none of ``spans`` (in order, not overlapping): one merge
+    pass, not tokens x spans (a one-line file with hundreds of quotes fixed has both in the hundreds)."""
+    out = []
+    j = 0
+    for t in tokens:
+        while j < len(spans) and spans[j][1] <= t[1]:
+            j += 1
+        if j < len(spans) and not (t[2] <= spans[j][0] or t[1] >= spans[j][1]):
+            continue
+        out.append(t)
+    return out
+
+
+def _overlapping(tokens: list[tuple[str, int, int]], ends: list[int], s: int, e: int) -> list[tuple[str, int, int]]:
+    """The tokens overlapping ``[s, e)`` (``ends``: each token's end, ascending)."""
+    out = []
+    for i in range(bisect.bisect_right(ends, s), len(tokens)):
+        t = tokens[i]
+        if t[1] >= e:
+            break
+        out.append(t)
+    return out
 
 
 def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list) -> str | None:
@@ -405,6 +431,8 @@ def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
         if k in (_json.BAD_CHAR, _json.WORD) and not _json._HAS_ALNUM.search(original, a, b):
             if not original[a:b].strip(_QUOTES):
                 continue  # typographic quotes: a fix replaces them by '"'
+            if original[a:b].isspace() or original[a:b] in "\u200b\u2060":
+                continue  # a no-break space or the like between tokens: white space, no text
 
             if original[a:b] == "\\" and not original[b:].strip():
                 continue  # an escape the document's end cut (a truncated string): no text to keep

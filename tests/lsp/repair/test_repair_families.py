@@ -554,3 +554,21 @@ def test_a_jsonc_keystroke_fix_that_leaves_a_comma_no_parser_accepts_is_refused(
     text = "[\n  ,]\n]"
     out = fixed_text(text, "jsonc")
     assert out is None or not find_issues(out, "jsonc")
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        ('{"a":\u00a01}', '{"a": 1}'),  # a no-break space pasted from a web page
+        ('{\n\u00a0 "a": 1\n}', '{\n  "a": 1\n}'),
+        ('{\u000b"a"\u000c: 1\u00a0}', '{ "a" : 1 }'),  # JSON5's white space
+        ('{"a":\u200b1}', '{"a":1}'),  # a zero-width space: deleted
+    ],
+)
+def test_white_space_json_does_not_know_becomes_a_space(text: str, fixed: str) -> None:
+    assert find_issues(text, "json")
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_no_break_space_inside_a_string_is_text_and_stays() -> None:
+    assert not find_issues('{"a": "x\u00a0y"}', "json")
