@@ -85,7 +85,7 @@ def _prose_lead(text: str, end: int) -> int:
             # "Result: {...}" on one line: a label (capitalised, or words) then the JSON; a lone lower-case name
             # before a colon may be a member whose object lost its braces (name: {...}), so that stays
             return m.end()
-        if line and not line[0].isalpha():
+        if line and not line[0].isalpha() and not _MD_PROSE.match(line):
             return 0
         words = words or bool(line)
         if nl < 0:
@@ -103,6 +103,8 @@ _ODD_SPACE = (
     )
     | _ZERO_WIDTH
 )
+# a prose line in Markdown dress: a heading, emphasis or a quote ("### Output", "**JSON:**", "> Note")
+_MD_PROSE = re.compile(r"(?:#{1,6}[ \t]+|[*_]{1,3}|>[ \t]*)[A-Za-z]")
 _PROSE_COLON = re.compile(r"[ \t]*([A-Za-z][^:{}\[\]\"'\n]*):[ \t]*(?=[{\[])")
 _KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
 _COLON_NEXT = re.compile(r"[ \t]*:")

@@ -572,3 +572,12 @@ def test_white_space_json_does_not_know_becomes_a_space(text: str, fixed: str) -
 
 def test_a_no_break_space_inside_a_string_is_text_and_stays() -> None:
     assert not find_issues('{"a": "x\u00a0y"}', "json")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['**JSON:**\n```json\n{"a": 1}\n```', '### Output\n```json\n{"a": 1}\n```', '> Note: the file\n{"a": 1}'],
+)
+def test_prose_in_markdown_dress_before_the_json_is_deleted(text: str) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == {"a": 1}
