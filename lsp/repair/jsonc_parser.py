@@ -105,6 +105,10 @@ _ODD_SPACE = (
 )
 # a prose line in Markdown dress: a heading, emphasis or a quote ("### Output", "**JSON:**", "> Note")
 _MD_PROSE = re.compile(r"(?:#{1,6}[ \t]+|[*_]{1,3}|>[ \t]*)[A-Za-z]")
+# a JavaScript regular expression literal ending a value: /body/flags, then , } ] or the line's end
+_REGEX_LITERAL = re.compile(
+    r"/(?![/*])(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[dgimsuvy]*(?=[ \t]*(?:[,}\]]|\r?\n|$))"
+)
 _PROSE_COLON = re.compile(r"[ \t]*([A-Za-z][^:{}\[\]\"'\n]*):[ \t]*(?=[{\[])")
 _KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
 _COLON_NEXT = re.compile(r"[ \t]*:")
@@ -758,6 +762,10 @@ class _Parser:
                 self._expect_member()
                 self.last_comma = s
                 self.prev_end = e
+        elif kind == BAD_CHAR and self.text[s] == "/" and (rx := _REGEX_LITERAL.match(self.text, s, self.end)):
+            # a JavaScript regular expression as the value (/[a-z]+/i): its brackets are no structure; one string
+            self.val = (s, self.last_comma >= 0, self.comma_prev)
+            self._value_read(self._regex_literal(s, rx.end()))
         elif kind == BAD_CHAR and self.text[s] in _JOINS and self.text[e : e + 1].isalnum():
             # a bare value that starts with punctuation (/standalone-styles.css/, @scope/pkg): one word to the
             # next delimiter, quoted whole
@@ -917,6 +925,19 @@ class _Parser:
             msg = f"{text[s:word_end]!r} is not a JSON value (missing quotes?)"
             self._add(s, word_end, "json.unquoted-string", msg, fix)
         return word_end
+
+    def _regex_literal(self, s: int, end: int) -> int:
+        """The tokens of ``text[s:end]`` (a regular expression literal) read as one value: quoted whole."""
+        nxt = self._next_raw()
+        while nxt is not None and nxt[1] < end:
+            self.tokens.append(nxt)
+            nxt = self._next_raw()
+        if nxt is not None:
+            self.pending.append(nxt)
+        raw = self.text[s:end]
+        msg = f"{raw!r} is not a JSON value (a regular expression: quote it)"
+        self._add(s, end, "json.unquoted-string", msg, [(s, end, _quote(raw))])
+        return end
 
     def _cut_at_end(self, s: int, e: int) -> bool:
         """``text[s:e]`` is the last thing in the document and only the start of a value: a literal's first letters

@@ -69,8 +69,8 @@ def _parses(text: str, jsonc: bool) -> bool:
 
 
 def newline_in_string_fix(text: str, jsonc: bool) -> str | None:
-    """``text`` with the line break inside one string escaped, when the next line closes that string and the
-    document then parses; None otherwise."""
+    """``text`` with the raw line breaks inside strings escaped, when the line of the first one opens a string the
+    next line goes on with, and the document then parses; None otherwise."""
     try:
         json.loads(_blank_jsonc(text) if jsonc else text)
         return None
@@ -85,8 +85,25 @@ def newline_in_string_fix(text: str, jsonc: bool) -> str | None:
     m = next((m for m in _OPEN_LINE.finditer(text, text.rfind("\n", 0, pos) + 1) if m.end() - 1 == pos), None)
     if m is None:
         return None
-    fixed = text[:pos] + "\\n" + text[pos + 1 :]
-    return fixed if _parses(fixed, jsonc) else None
+    fixed = text
+    for _ in range(MAX_BREAKS):
+        # a string may run over several lines (a paragraph an LLM wrote into one value), and several strings may:
+        # escape each break the reading stops at, in order, while each is one inside a string
+        fixed = fixed[:pos] + "\\n" + fixed[pos + 1 :]
+        try:
+            json.loads(_blank_jsonc(fixed) if jsonc else fixed)
+            return fixed
+        except RecursionError:
+            return None
+        except ValueError as exc:
+            nxt = getattr(exc, "pos", -1)
+            if not str(exc).startswith("Invalid control character") or fixed[nxt : nxt + 1] != "\n":
+                return None
+            pos = nxt
+    return None
+
+
+MAX_BREAKS = 32
 
 
 def concat_fix(text: str, jsonc: bool) -> str | None:

@@ -581,3 +581,27 @@ def test_a_no_break_space_inside_a_string_is_text_and_stays() -> None:
 def test_prose_in_markdown_dress_before_the_json_is_deleted(text: str) -> None:
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"regex": /[a-z]+/}', {"regex": "/[a-z]+/"}),  # its brackets once became an array: ["a-z"]
+        ('{"r": [/x/, /[0-9]{2}/i]}', {"r": ["/x/", "/[0-9]{2}/i"]}),
+    ],
+)
+def test_a_regular_expression_value_is_quoted_whole(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{\n"a": "multi\nline\nstring"\n}', {"a": "multi\nline\nstring"}),
+        ('{"a": "one\ntwo", "b": "x\ny"}', {"a": "one\ntwo", "b": "x\ny"}),
+    ],
+)
+def test_every_raw_line_break_of_a_multi_line_string_is_escaped(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
