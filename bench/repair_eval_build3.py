@@ -544,6 +544,19 @@ def write_manifest(cases: list[dict[str, Any]]) -> None:
         "|---|---|",
     ]
     lines += [f"| {f} | {n} |" for f, n in sorted(fams.items())]
+    lines += [
+        "",
+        "## Known flaws (found after the first run; the cases stay as frozen)",
+        "",
+        '* Python compares 12 == 12.0, so partialjson\'s `parse("12.") == 12` (and `-12.`, `[1.`) accept 12.0 as well;',
+        "  the mechanical reading kept only the int, and the scorer compares types exactly: an output 12.0 counts as",
+        "  wrong-but-valid here (3 tune cases).",
+        "* partialjson's `\"A\\nB` -> `A\\nB` (the escape kept raw) is its `strict=False` mode's answer; in its default",
+        "  mode the escape is read. The reading did not see the mode (1 tune case).",
+        "* jsonfixer's stop tests (`[]]` -> `[[]]`, `{}}` -> `{\"\": {}}`, `{}]` -> `[{}]`) disagree with jsonrepair's suite",
+        '  (set 1: a redundant closing bracket is deleted); "no fix" is accepted, deleting the bracket is not (3 tune',
+        "  cases).",
+    ]
     lines += ["", "| source (license) test file | split | cases | of them accept no fix |", "|---|---|---|---|"]
     lines += [f"| {s} | {sp} | {n} | {k} |" for (s, sp), (n, k) in sorted(srcs.items())]
     (OUT / "MANIFEST.md").write_text("\n".join(lines) + "\n")
