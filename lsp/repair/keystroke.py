@@ -183,15 +183,22 @@ def _candidates(
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
             chars = '"\\' if pos in inside else INSERT
             edits = [(pos, pos, ch) for ch in chars if ch != "\\" or blank[pos : pos + 1] == '"']
-            if _escapes_next(blank, pos):
-                # a quote typed after a backslash would be read as an escaped quote: \' (a JavaScript apostrophe)
-                # or \q (a bad escape) would gain a " in the value that nobody typed
+            if _escapes_next(blank, pos) and len(_ESCAPED_QUOTE.findall(line[: pos - lo] + '"' + line[pos - lo :])) % 2:
+                # a quote put after a backslash reads as an escaped quote: right when it pairs with another on the
+                # line (\"Error: ...\" lost its first quote), wrong when it would stand alone: \' (a JavaScript
+                # apostrophe) or \q (a bad escape) would gain a " in the value that nobody typed
                 edits = [ed for ed in edits if ed[2] != '"']
             # the root's opener is never the slip; inside a string only a quote may go (C:\Users keeps its \)
             if pos < hi and blank[pos] in DELETE and pos != root and (pos not in inside or blank[pos] == '"'):
                 edits.append((pos, pos + 1, ""))
-            elif shape.unit and pos not in inside and typed_letter(text, pos, pos + 1):
-                edits.append((pos, pos + 1, ""))  # a letter typed between a key and its colon
+            elif (
+                shape.unit
+                and pos not in inside
+                and (typed_letter(text, pos, pos + 1) or typed_at_line_start(text, pos, pos + 1))
+            ):
+                edits.append(
+                    (pos, pos + 1, "")
+                )  # a letter typed between a key and its colon, or before a line's indent
             for a, b, ch in edits:
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
@@ -248,6 +255,19 @@ def typed_letter(text: str, a: int, b: int) -> bool:
     return text[b : b + 16].lstrip(" \t").startswith(":")
 
 
+def typed_at_line_start(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` is one letter typed at the very start of a line, before the indentation of the line's
+    value (``x    "gemini",``): in a pretty-printed file no value starts there, so it is a keystroke's trace; quoting it
+    would add an element (``"x", "gemini"``) nobody wrote."""
+    if b - a != 1 or b >= len(text) or not text[a].isalpha() or not text[a].isascii():
+        return False
+    if a > 0 and text[a - 1] != "\n":
+        return False
+    rest = text[b : b + 64]
+    return rest[:1] in (" ", "\t") and rest.lstrip(" \t")[:1] in ('"', "{", "[")
+
+
+_ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')
 _URL_AS_COMMENT = re.compile(r"\w:(?=//)")  # "https://...": JSONC reads the // as a comment while it is unquoted
 _VALUE_START = frozenset('"{[-0123456789tfn')
 # What may follow a line's last character in JSON (the first character of the next non-blank line)

@@ -23,7 +23,7 @@ from ..diagnostics import normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 from .jsonc_parser import cut_escape
-from .keystroke import typed_letter
+from .keystroke import typed_at_line_start, typed_letter
 
 Seg = tuple[int, int, int, int]  # original [s, e) became fixed [fs, fe)
 
@@ -322,7 +322,11 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
             if not original[b:].strip():  # cut by the document's end: an unfinished escape is no text (cut_escape)
                 body = cut_escape(body.rstrip())
             chars_need.update(ch for ch in body if ch.isalnum())
-        elif k == _json.WORD and (not _json._HAS_ALNUM.search(original, a, b) or typed_letter(original, a, b)):
+        elif k == _json.WORD and (
+            not _json._HAS_ALNUM.search(original, a, b)
+            or typed_letter(original, a, b)
+            or typed_at_line_start(original, a, b)
+        ):
             continue  # a stray "." or "\\" is no value (the parser reports it as a stray character), nor a letter typed onto a quote
         elif k in _json.VALUE_KINDS:
             v = _json.lenient_value(k, original[a:b])

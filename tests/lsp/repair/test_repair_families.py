@@ -605,3 +605,23 @@ def test_a_regular_expression_value_is_quoted_whole(text: str, value: object) ->
 def test_every_raw_line_break_of_a_multi_line_string_is_escaped(text: str, value: object) -> None:
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == value
+
+
+def test_a_quote_deleted_after_a_backslash_comes_back_when_it_pairs_with_another() -> None:
+    # "echo \"Error: no test specified\" && exit 1" lost the quote of its first \": the escaped quotes pair again
+    text = '{\n  "test": "echo \\Error: no test specified\\" && exit 1"\n}\n'
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == {"test": 'echo "Error: no test specified" && exit 1'}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('[\nx    "gemini",\n    "b"\n]\n', ["gemini", "b"]),
+        ('{\n  "k": [\nq    "gemini",\n    "b"\n  ]\n}\n', {"k": ["gemini", "b"]}),
+    ],
+)
+def test_a_letter_typed_before_a_lines_indentation_is_deleted_not_made_an_element(text: str, value: object) -> None:
+    # quoting it and adding a comma gave ["x", "gemini", "b"]: an element nobody wrote
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
