@@ -38,6 +38,28 @@ _LINE = re.compile(rf"\s*(?:(?:{_STR}\s*:\s*)?(?:{_INLINE}|[{{\[])|[}}\]])\s*,?\
 def keystroke_fix(text: str, jsonc: bool) -> str | None:
     """``text`` with one syntax character inserted or deleted so that it parses, or None (none found, or the
     candidates disagree and the indentation cannot tell them apart)."""
+    fixed = keystroke_search(text, jsonc)
+    return None if fixed is AMBIGUOUS else fixed
+
+
+def _deletes_closer(text: str, cand: str) -> bool:
+    """Whether ``cand`` is ``text`` with one ``]`` or ``}`` deleted."""
+    if len(cand) != len(text) - 1:
+        return False
+    pos = _common_prefix(text, cand)
+    return text[pos : pos + 1] in ("]", "}") and text[pos + 1 :] == cand[pos:]
+
+
+class _Ambiguous(str):
+    """The answer when one-keystroke repairs that mean different things tie: no repair should pick one of them."""
+
+
+AMBIGUOUS = _Ambiguous("")
+
+
+def keystroke_search(text: str, jsonc: bool) -> str | None:
+    """:func:`keystroke_fix`, telling apart "no candidate" (None) from "candidates that tie and disagree"
+    (:data:`AMBIGUOUS`): then any other repair would pick one of those meanings by a rule that cannot know."""
     if len(text) > MAX_CHARS:
         return None
     blank = _blank_jsonc(text) if jsonc else text
@@ -74,7 +96,11 @@ def keystroke_fix(text: str, jsonc: bool) -> str | None:
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         settled = _stray_quote(text, ranked, shape)
         if settled is None:
-            return None  # equally plausible repairs that mean different things: the indentation cannot tell
+            # equally plausible repairs that mean different things: the indentation cannot tell. A tie with the
+            # deletion of a closer is left to the in-place repairs, which delete an unmatched closer (jsonrepair's
+            # convention too: {"a": 1}} -> {"a": 1}); any other tie is no repair at all
+            tied = [r for r in ranked if r[:2] == ranked[0][:2]]
+            return None if any(_deletes_closer(text, r[4]) for r in tied) else AMBIGUOUS
         ranked = settled
     after = _misfits_after(shape, text, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape):
@@ -256,15 +282,16 @@ def typed_letter(text: str, a: int, b: int) -> bool:
 
 
 def typed_at_line_start(text: str, a: int, b: int) -> bool:
-    """Whether ``text[a:b]`` is one letter typed at the very start of a line, before the indentation of the line's
-    value (``x    "gemini",``): in a pretty-printed file no value starts there, so it is a keystroke's trace; quoting it
-    would add an element (``"x", "gemini"``) nobody wrote."""
+    """Whether ``text[a:b]`` is one letter typed first on a line, apart from the line's value or closer by white space
+    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``): no JSON value is one bare letter, so it is a keystroke's
+    trace; quoting it would add an element (``"x", "gemini"``) nobody wrote."""
     if b - a != 1 or b >= len(text) or not text[a].isalpha() or not text[a].isascii():
         return False
-    if a > 0 and text[a - 1] != "\n":
+    ls = text.rfind("\n", 0, a) + 1
+    if text[ls:a].strip(" \t"):
         return False
     rest = text[b : b + 64]
-    return rest[:1] in (" ", "\t") and rest.lstrip(" \t")[:1] in ('"', "{", "[")
+    return rest[:1] in (" ", "\t") and rest.lstrip(" \t")[:1] in ('"', "{", "[", "]", "}")
 
 
 _ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')

@@ -10,12 +10,13 @@ from ..diagnostics import StructureIssue, normalize_language
 from . import jsonc as _json
 from . import markdown as _md
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
-from .keystroke import keystroke_fix
+from .keystroke import AMBIGUOUS, keystroke_search
 from .quotes import concat_fix, inner_quotes_fix, newline_in_string_fix
 from .validate import validate_edits, validate_fix
 
 MAX_FALLBACK_ROUNDS = 12
 _NO_REPAIR = ("json.cut-token", "json.not-json")
+AMBIGUOUS_FIX = Fix("", "rules", (0, 0), "", [], [], "")  # _keystroke's answer when the keystroke undos tie
 
 
 def _raw_issues(text: str, lang: str) -> list:
@@ -79,6 +80,10 @@ def rules_fix(text: str, language_id: str, issue: StructureIssue | None) -> Fix 
         targets = list(raw)
     if lang in ("json", "jsonc"):
         one = _keystroke(text, lang, issue)
+        if one is AMBIGUOUS_FIX:
+            # two one-keystroke undos that mean different things ("a": ["b", -> delete the "[" or close it): the
+            # in-place repairs below would pick one by a rule that cannot know which
+            return None
         if one is not None:
             return one
     if any(t.code in _NO_REPAIR for t in raw):
@@ -198,12 +203,10 @@ def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None
     quoted words escaped, a line break in a string escaped, literals joined by ``+``), when that makes the whole document parse and, for one issue, the edit lies on the issue's
     lines or the three before them."""
     jsonc = lang == "jsonc"
-    fixed = (
-        keystroke_fix(text, jsonc)
-        or inner_quotes_fix(text, jsonc)
-        or newline_in_string_fix(text, jsonc)
-        or concat_fix(text, jsonc)
-    )
+    found = keystroke_search(text, jsonc)
+    if found is AMBIGUOUS:
+        return AMBIGUOUS_FIX
+    fixed = found or inner_quotes_fix(text, jsonc) or newline_in_string_fix(text, jsonc) or concat_fix(text, jsonc)
     if fixed is None or (lang == "jsonc" and _raw_issues(fixed, lang)):
         # JSONC: the blanked text parses, but a comma the blanking hid can still be one no parser accepts ("[[,]")
         return None

@@ -492,8 +492,14 @@ def _url_kept(original: str, a: int, b: int, strings: list[str]) -> bool:
 
 
 def _url_tail(text: str, a: int) -> bool:
-    """A ``//`` "comment" right after ``scheme:`` is the rest of a URL."""
-    return text.startswith("//", a) and a >= 2 and text[a - 1] == ":" and text[a - 2].isalnum()
+    """A ``//`` "comment" right after ``scheme:`` is the rest of a URL (also with a quote typed between them:
+    ``"https:"//host``)."""
+    if not text.startswith("//", a):
+        return False
+    c = a - 1 if text[a - 1 : a] == '"' else a  # "https:"//host: a quote typed before the //
+    if c < 2 or text[c - 1] != ":":
+        return False
+    return text[c - 2].isalnum() or (c >= 3 and text[c - 2] == '"' and text[c - 3].isalnum())  # "https"://host
 
 
 def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None:

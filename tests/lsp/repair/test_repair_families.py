@@ -625,3 +625,43 @@ def test_a_letter_typed_before_a_lines_indentation_is_deleted_not_made_an_elemen
     # quoting it and adding a comma gave ["x", "gemini", "b"]: an element nobody wrote
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a "[" typed before the value, or the "]" after it deleted: the same text, two meanings
+        '{\n  "name": ["Dante Chun",\n  "version": "1.0.0"\n}\n',
+        # a quote typed after the key, or a colon lost inside "verbose\":": the tie has no in-place tiebreak
+        '{\n  "a": {\n    "verbose"": true,\n    "b": 1\n  }\n}\n',
+    ],
+)
+def test_tied_one_keystroke_undos_that_disagree_give_no_fix(text: str) -> None:
+    assert find_issues(text, "json")
+    assert fixed_text(text, "json") is None
+
+
+def test_a_stray_closer_tie_is_still_settled_by_deleting_the_closer() -> None:
+    text = '{\n    "name": "typescript"],\n    "version": "7.0.2"\n}\n'
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == {"name": "typescript", "version": "7.0.2"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n  "homepage": "https:"//github.com/x/y",\n  "n": 1\n}\n',
+        '{\n  "homepage": "https"://github.com/x/y",\n  "n": 1\n}\n',
+    ],
+)
+def test_a_quote_typed_into_a_url_is_deleted_not_the_rest_taken_for_a_comment(text: str) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == {"homepage": "https://github.com/x/y", "n": 1}
+
+
+@pytest.mark.parametrize(
+    "text", ['[\n    "a",\n   x "chatgpt",\n    "b"\n]\n', '{\n  "keywords": [\n    "nlp"\n x ],\n  "b": 1\n}\n']
+)
+def test_a_letter_typed_first_on_a_line_is_deleted(text: str) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and "x" not in out
