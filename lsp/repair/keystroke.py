@@ -231,7 +231,11 @@ def _candidates(
                 new_line = line[: a - lo] + ch + line[b - lo :]
                 if own is not None and ch == '"':
                     new_line = _blank_jsonc(own[: a - lo] + ch + own[b - lo :])
-                stray_closer = not ch and blank[a] in "}]" and not new_line.strip()  # typed on a line of its own
+                elif jsonc and not ch and "/" in line[max(0, a - lo - 1) : a - lo + 2]:
+                    # a character typed into a comment's "//" or "/*" ("/,/ note"): deleting it makes the comment again
+                    new_line = _blank_jsonc(new_line)
+                # typed on a line of its own (a closer), or into a comment line's "//"
+                stray_closer = not ch and (blank[a] in "}]" or jsonc) and not new_line.strip()
                 if not small and not stray_closer and not _LINE.fullmatch(new_line):
                     continue
                 same = _same_text(text, a, b, ch)  # not the document itself: hashing 135 KB per edit costs

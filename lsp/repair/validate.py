@@ -336,7 +336,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     for k, a, b in in_f:
         if k in _json.VALUE_KINDS:
             have[_json.lenient_value(k, fixed[a:b])] += 1
-    why = _meaning_kept(original, in_o, have, need)
+    comments = " ".join(fixed[a:b] for k, a, b in in_f if k in (_json.COMMENT, _json.OPEN_COMMENT)) if jsonc else ""
+    why = _meaning_kept(original, in_o, have, need, comments)
     if why:
         return why
     missing = need - have
@@ -347,6 +348,8 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
         for (kind, v), _n in missing.items():
             if kind == "s" and any(isinstance(x, str) and v in x for x in strings):
                 continue  # merged into a longer string (an unquoted "John Smith")
+            if kind == "s" and comments and isinstance(v, str) and v in comments:
+                continue  # JSONC: words of a comment whose "//" a keystroke broke, a comment again
             if kind != "s" and spelled.get((kind, v), set()) & set(strings):
                 continue  # an unquoted key 0 / true that became the string "0" / "true"
             return f"the fix loses or changes the value {v!r}"
@@ -379,7 +382,7 @@ def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list)
     return None
 
 
-def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter) -> str | None:
+def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter, comments: str = "") -> str | None:
     """What the user wrote means the same after the fix: nothing invented, no URL cut at its ``//``, no
     punctuation dropped from a word, no digit-separated number turned into a string."""
     for k, a, b in in_o:
@@ -388,7 +391,9 @@ def _meaning_kept(original: str, in_o: list, have: Counter, need: Counter) -> st
         if k == _json.STRING and _glued_quotes(original, a, b) and _json.lenient_value(k, original[a:b]) in have:
             return f"the fix reads {original[a:b]} as a value: its quotes belong to the words beside it"
     written = original[in_o[0][1] : in_o[-1][2]] if in_o else ""
-    return _invented(have - need, written) or _url_cut(original, in_o, have) or _glued_kept(original, in_o, have)
+    return (
+        _invented(have - need, written) or _url_cut(original, in_o, have) or _glued_kept(original, in_o, have, comments)
+    )
 
 
 def _glued_quotes(text: str, a: int, b: int) -> bool:
@@ -427,7 +432,7 @@ def nesting_misfits(text: str, jsonc: bool) -> int:
 _QUOTES = "\u201c\u201d\u2018\u2019`\u00b4"
 
 
-def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
+def _glued_kept(original: str, in_o: list, have: Counter, comments: str = "") -> str | None:
     """Punctuation glued to a bare word (``/standalone-styles.css/``) is part of that word: a fix that quotes the
     word must keep it."""
     strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
@@ -448,7 +453,7 @@ def _glued_kept(original: str, in_o: list, have: Counter) -> str | None:
                 while hi < len(original) and not original[hi].isspace() and original[hi] not in stop:
                     hi += 1
                 run = original[lo:hi]
-                if not any(run in v for v in strings):
+                if not any(run in v for v in strings) and run not in comments:  # JSONC: a comment again keeps it
                     return f"the fix drops {original[a:b]!r} from {run!r}"
     return None
 

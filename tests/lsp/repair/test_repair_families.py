@@ -665,3 +665,9 @@ def test_a_quote_typed_into_a_url_is_deleted_not_the_rest_taken_for_a_comment(te
 def test_a_letter_typed_first_on_a_line_is_deleted(text: str) -> None:
     out = fixed_text(text, "json")
     assert out is not None and "x" not in out
+
+
+def test_a_character_typed_into_a_jsonc_comments_slashes_is_deleted() -> None:
+    # "/,/ note" once became the member "note about": "b" (the comment's words made a key and a value)
+    text = '{\n  "a": "1",\n  /,/ note about @types/glob\n  "b": 2\n}\n'
+    assert fixed_text(text, "jsonc") == '{\n  "a": "1",\n  // note about @types/glob\n  "b": 2\n}\n'
