@@ -287,14 +287,18 @@ def typed_letter(text: str, a: int, b: int) -> bool:
 
 def typed_at_line_start(text: str, a: int, b: int) -> bool:
     """Whether ``text[a:b]`` is one letter typed first on a line, apart from the line's value or closer by white space
-    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``): no JSON value is one bare letter, so it is a keystroke's
-    trace; quoting it would add an element (``"x", "gemini"``) nobody wrote."""
+    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``), or last on a line after its comma (``"repair",x``): no JSON
+    value is one bare letter, so it is a keystroke's trace; quoting it would add an element (``"x", "gemini"``)
+    nobody wrote."""
     if b - a != 1 or b >= len(text) or not text[a].isalpha() or not text[a].isascii():
         return False
     ls = text.rfind("\n", 0, a) + 1
+    rest = text[b : b + 64]
+    if text[ls:a].rstrip(" \t").endswith(","):
+        # after a line's comma, last on the line ("repair",x): the next element is on the next line
+        return not rest.split("\n", 1)[0].strip(" \t\r") and "\n" in rest
     if text[ls:a].strip(" \t"):
         return False
-    rest = text[b : b + 64]
     return rest[:1] in (" ", "\t") and rest.lstrip(" \t")[:1] in ('"', "{", "[", "]", "}")
 
 

@@ -660,7 +660,12 @@ def test_a_quote_typed_into_a_url_is_deleted_not_the_rest_taken_for_a_comment(te
 
 
 @pytest.mark.parametrize(
-    "text", ['[\n    "a",\n   x "chatgpt",\n    "b"\n]\n', '{\n  "keywords": [\n    "nlp"\n x ],\n  "b": 1\n}\n']
+    "text",
+    [
+        '[\n    "a",\n   x "chatgpt",\n    "b"\n]\n',
+        '{\n  "keywords": [\n    "nlp"\n x ],\n  "b": 1\n}\n',
+        '[\n    "a",\n    "repair",x\n    "b"\n]\n',
+    ],
 )
 def test_a_letter_typed_first_on_a_line_is_deleted(text: str) -> None:
     out = fixed_text(text, "json")
