@@ -666,6 +666,8 @@ class _Parser:
         if kind == STRING:
             self._object_left_open_by_indent(s)
         km = _KEY_NO_CLOSE.match(text, s, e) if kind in (STRING, UNTERMINATED) and not self.pending else None
+        if km and kind == UNTERMINATED and not text[e : self.end].strip():
+            km = None  # the document's end cuts the key ("release:min" of "release:minor"): no key and value in it
         if km and (kind == UNTERMINATED or not _COLON_NEXT.match(text, e, self.end)):
             # "type: "git",  - the key's closing quote is missing: close it before its colon, read on from there
             colon = km.end() - 1
@@ -843,6 +845,8 @@ class _Parser:
         text, end = self.text, self.end
         content = text[s + 1 : e]
         colon = content.find(":") if key else -1
+        if colon >= 0 and not text[e:end].strip():
+            colon = -1  # a key the document's end cuts ("release:min" of "release:minor"): not a key and a value
         if colon >= 0:  # {"a: 1} - the key ran into its value
             close = s + 1 + len(content[:colon].rstrip())
         elif e >= end or not text[e:end].strip():

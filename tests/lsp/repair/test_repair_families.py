@@ -676,3 +676,11 @@ def test_a_character_typed_into_a_jsonc_comments_slashes_is_deleted() -> None:
     # "/,/ note" once became the member "note about": "b" (the comment's words made a key and a value)
     text = '{\n  "a": "1",\n  /,/ note about @types/glob\n  "b": 2\n}\n'
     assert fixed_text(text, "jsonc") == '{\n  "a": "1",\n  // note about @types/glob\n  "b": 2\n}\n'
+
+
+def test_a_key_with_a_colon_that_the_documents_end_cuts_is_not_split_into_a_key_and_a_value() -> None:
+    # "release:min" (of npm's "release:minor") once became "release": "min"
+    text = '{\n  "scripts": {\n    "release:patch": "x",\n    "release:min'
+    assert find_issues(text, "json")
+    assert fixed_text(text, "json") is None
+    assert json.loads(fixed_text('{"a: 1}', "json") or "") == {"a": 1}  # a key missing its quote, not cut: as before
