@@ -7,7 +7,11 @@ and prints every case where ``dgemma-lsp fix --repair rules`` offers a fix that 
 (``wrong``) or does not parse (``invalid``), then pass / miss / wrong counts per family. ``--jsonc`` first writes a
 ``// note about KEY`` comment above about a fifth of the members and repairs as JSONC (comments must survive).
 
-Usage: ``python bench/repair_probe.py [--seed 7] [--per-file 40] [--jsonc]``. Not a score to compare with the sets
+``--cut`` instead cuts each file at random points (an LLM's answer that stopped): a fix must mean a prefix of the
+file (every member before the last one equal, the last one a prefix of its value: a cut string is fine, a changed
+number or an invented member is not); no fix is fine.
+
+Usage: ``python bench/repair_probe.py [--seed 7] [--per-file 40] [--jsonc | --cut]``. Not a score to compare with the sets
 (the damage is drawn until it breaks the file, families are not balanced); a tool for finding the next family.
 """
 
@@ -78,12 +82,56 @@ def with_comments(raw: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def prefix_of(out: object, orig: object) -> bool:
+    """Whether ``out`` is what a cut of ``orig``'s text says: its members equal, the last one a prefix."""
+    if type(out) is not type(orig):
+        return False
+    if isinstance(out, dict) and isinstance(orig, dict):
+        got, want = list(out.items()), list(orig.items())
+        return len(got) <= len(want) and all(
+            k == want[i][0] and (v == want[i][1] or (i == len(got) - 1 and prefix_of(v, want[i][1])))
+            for i, (k, v) in enumerate(got)
+        )
+    if isinstance(out, list) and isinstance(orig, list):
+        return len(out) <= len(orig) and all(
+            v == orig[i] or (i == len(out) - 1 and prefix_of(v, orig[i])) for i, v in enumerate(out)
+        )
+    if isinstance(out, str) and isinstance(orig, str):
+        return orig.startswith(out)
+    return out == orig
+
+
+def cut_probe(seed: int, per_file: int) -> None:
+    rng = random.Random(seed)
+    counts: dict[str, int] = {}
+    for spec, raw in package_jsons():
+        value = json.loads(raw)
+        for _ in range(per_file):
+            cut = raw[: rng.randrange(2, len(raw) - 3)]
+            out = asyncio.run(dgemma(cut, "json"))
+            if out is None:
+                res = "nofix"
+            else:
+                try:
+                    res = "pass" if prefix_of(json.loads(out), value) else "wrong"
+                except ValueError:
+                    res = "invalid"
+            counts[res] = counts.get(res, 0) + 1
+            if res in ("wrong", "invalid"):
+                print(res.upper(), spec, repr(cut[-60:]), "->", repr((out or "")[-60:]))
+    print(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--per-file", type=int, default=40)
     ap.add_argument("--jsonc", action="store_true")
+    ap.add_argument("--cut", action="store_true", help="cut the files at random points instead")
     args = ap.parse_args()
+    if args.cut:
+        cut_probe(args.seed, args.per_file)
+        return
     rng = random.Random(args.seed)
     lang = "jsonc" if args.jsonc else "json"
     counts: dict[str, dict[str, int]] = {}
