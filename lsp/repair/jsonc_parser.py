@@ -109,6 +109,8 @@ _MD_PROSE = re.compile(r"(?:#{1,6}[ \t]+|[*_]{1,3}|>[ \t]*)[A-Za-z]")
 _REGEX_LITERAL = re.compile(
     r"/(?![/*])(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[dgimsuvy]*(?=[ \t]*(?:[,}\]]|\r?\n|$))"
 )
+# an XML-style tag opening the document, the JSON right after it (on its line or the next)
+_TAG_OPEN = re.compile(r"[ \t\r\n]*<([A-Za-z][\w.-]*)[ \t]*>[ \t]*\r?\n?[ \t\r\n]*(?=[{\[])")
 _PROSE_COLON = re.compile(r"[ \t]*([A-Za-z][^:{}\[\]\"'\n]*):[ \t]*(?=[{\[])")
 _KEY_NO_CLOSE = re.compile(r'"[A-Za-z_$@][^"\\\n:]*:(?=[ \t]*["\[{\w-])')
 _COLON_NEXT = re.compile(r"[ \t]*:")
@@ -332,6 +334,7 @@ class _Parser:
         self._strip_prose_lead()
         self._strip_code_fence()
         self._strip_jsonp()
+        self._strip_tags()
         start = self.start
         self.prev_end = self.comma_prev = start
         self.val = (start, False, start)
@@ -453,6 +456,30 @@ class _Parser:
                 "json.jsonp",
                 f"JSON is wrapped in a JSONP call {m.group(1)}(...)",
                 [(m.start(1), m.end(), ""), (tail.start(), tail.end() - len(tail.group(1)), "")],
+            )
+        )
+        self.start, self.end = m.end(), tail.start()
+
+    def _strip_tags(self) -> None:
+        """A chat model's XML-style wrapper (``<json>{...}</json>``, ``<output>`` ... ``</output>``): the opening tag
+        before the document and its closing tag ending it are deleted, the lines they stood on kept."""
+        if not self.whole_doc:
+            return
+        text, end = self.text, self.end
+        m = _TAG_OPEN.match(text, self.start, end)
+        if m is None:
+            return
+        tail = re.compile(rf"[ \t]*</{re.escape(m.group(1))}[ \t]*>[ \t\r\n]*\Z").search(text, m.end(), end)
+        if tail is None or not text[m.end() : tail.start()].strip():
+            return
+        keep = "\n" if "\n" in text[tail.start() : end] and text[tail.start() - 1] != "\n" else ""
+        self.issues.append(
+            JsonIssue(
+                m.start(1) - 1,
+                m.end(),
+                "json.wrapper",
+                f"JSON is wrapped in <{m.group(1)}> tags",
+                [(m.start(1) - 1, m.end(), ""), (tail.start(), end, keep)],
             )
         )
         self.start, self.end = m.end(), tail.start()

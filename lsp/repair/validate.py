@@ -312,10 +312,23 @@ def _overlapping(tokens: list[tuple[str, int, int]], ends: list[int], s: int, e:
     return out
 
 
+_TAG = re.compile(r"</?[A-Za-z][\w.-]*[ \t]*>")
+
+
+def _tag_spans(original: str, in_o: list) -> list[tuple[int, int]]:
+    """The XML-style tags (``<json>``, ``</output>``) among the tokens ``in_o`` (what the parser's wrapper rule deletes)."""
+    if not in_o or "<" not in original[in_o[0][1] : in_o[-1][2]]:
+        return []
+    return [m.span() for m in _TAG.finditer(original, in_o[0][1], in_o[-1][2])]
+
+
 def _values_kept(original: str, fixed: str, jsonc: bool, in_o: list, in_f: list) -> str | None:
     need: Counter = Counter()
     chars_need: Counter = Counter()
     spelled: dict = {}  # lenient value -> how it was written (a quoted key 0 becomes the string "0")
+    tags = _tag_spans(original, in_o)
+    if tags:  # <json> ... </json> around the document: the tags' words are no values
+        in_o = [t for t in in_o if not any(x <= t[1] and t[2] <= y for x, y in tags)]
     for k, a, b in in_o:
         if k == _json.UNTERMINATED:
             body = original[a + 1 : b]

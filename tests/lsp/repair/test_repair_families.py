@@ -684,3 +684,19 @@ def test_a_key_with_a_colon_that_the_documents_end_cuts_is_not_split_into_a_key_
     assert find_issues(text, "json")
     assert fixed_text(text, "json") is None
     assert json.loads(fixed_text('{"a: 1}', "json") or "") == {"a": 1}  # a key missing its quote, not cut: as before
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        ('<json>{"a": 1}</json>', '{"a": 1}'),
+        ('<output>\n{"a": 1,}\n</output>\n', '{"a": 1}\n'),
+    ],
+)
+def test_xml_style_tags_around_the_json_are_deleted(text: str, fixed: str) -> None:
+    # a chat model's <json> / <output> wrapper: markup, no value
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_tag_inside_a_string_stays_text() -> None:
+    assert not find_issues('{"a": "<b>"}', "json")
