@@ -27,13 +27,14 @@
 #   lean-train  the embedded model's trainer (training/lean_train.py; carry packs .train_data/pack-*.jsonl.gz, they
 #               stay in /tmp/train_data for later calls): LEAN_MIN minutes, LEAN_ARGS; LEAN_INIT=/tmp/lean continues
 #               the last run on the same warm machine (LEAN_INIT=backend/models/small: from the shipped int8 model);
-#               LEAN_PROFILE=1 adds $OUT/lean-profile.txt (kernels of 5 steps). The int8 checkpoint comes back as
+#               LEAN_PROFILE=1 adds $OUT/lean-profile.txt (kernels of 5 steps); LEAN_MANIFEST=0 skips the corpus
+#               manifest (up to 3 min; a short profiling call). The int8 checkpoint comes back as
 #               $OUT/lean-int8.tar.part-* (cat them), the log as $OUT/lean.log, the corpus manifest as $OUT/corpus.json
 #
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,32p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,35p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
@@ -109,7 +110,7 @@ run_stage() {
     # packs carried by this call join those earlier calls left in /tmp (a call carries at most 64 MiB with the tree)
     mkdir -p /tmp/train_data && cp -n .train_data/pack-*.jsonl.gz /tmp/train_data/ 2>/dev/null
     PACKS=$(ls /tmp/train_data/pack-*.jsonl.gz | paste -sd, -); echo "packs: $PACKS"
-    [ -f "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" ] || timeout 180 python3 -m training.corpus \
+    [ "${LEAN_MANIFEST:-1}" = 0 ] || [ -f "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" ] || timeout 180 python3 -m training.corpus \
         manifest --pack "$PACKS" --out "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" > "$OUT/corpus.out" 2>&1
     cp "/tmp/train_data/corpus-$(echo "$PACKS" | md5sum | cut -c1-8).json" "$OUT/corpus.json" 2>/dev/null
     rm -rf /tmp/lean-next
