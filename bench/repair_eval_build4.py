@@ -353,7 +353,7 @@ def write_manifest(got: list[dict[str, Any]]) -> None:
         "score recorded (bench/RESULTS.md), before any rule was tuned against it.",
         "",
         f"{len(got)} cases, all JSON; holdout {sum(c['split'] == 'holdout' for c in got)} (a third of the packages by "
-        f"a hash of the package name); {sum(bool(c['expect'].get('nofix')) for c in got)} accept \"no fix\" beside "
+        f'a hash of the package name); {sum(bool(c["expect"].get("nofix")) for c in got)} accept "no fix" beside '
         "the expected value. Category: `pretty` (the file as shipped) or `minified`.",
         "",
         "## How it is made (the builder's docstring)",
