@@ -4,7 +4,7 @@
 * a line break typed inside a string (``"hello<Enter>world"``): the break escaped as ``\\n``;
 * string literals joined with ``+`` (``'hello' + 'world'``, code pasted as JSON): one string, as JavaScript reads it.
 
-For quoted words, a value runs from its opening quote (after ``:``, ``[`` or at the start of the document) to the first quote that a
+For quoted words, a value runs from its opening quote (after ``:``, ``[``, ``,`` or at the start of the document) to the first quote that a
 real delimiter follows (a comma and the next ``"key":``, a closer, the end of the line); the quotes between are
 escaped when they come in pairs (quoted words). A single stray quote is a typing slip as often as an inch mark:
 whether to delete or escape it is the user's call, so it gets no fix here.
@@ -17,7 +17,7 @@ import re
 
 from .jsonc import _blank_jsonc
 
-_VALUE_START = re.compile(r'(?:(?<=[:\[])|^)[ \t]*"')
+_VALUE_START = re.compile(r'(?:(?<=[:\[,])|^)[ \t\r\n]*"')  # after a comma: an array's next element
 _END = re.compile(r'"(?=[ \t]*(?:,[ \t]*"[^"\n]*"[ \t]*:|[}\]]|,?[ \t]*(?:\n|$)))')
 _QUOTE = re.compile(r'(?<!\\)"')
 

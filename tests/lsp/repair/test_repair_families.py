@@ -800,3 +800,22 @@ def test_javascript_around_the_json_is_deleted(text: str, fixed: str) -> None:
 
 def test_an_assignment_whose_value_is_not_json_gets_no_wrapper_fix() -> None:
     assert fixed_text("const config = {a: b};\n", "json") != "{a: b}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            '{"c": ["Doug", "Jonathan Ong (http://jongleberry."com")"], "r": 1}',
+            {"c": ["Doug", 'Jonathan Ong (http://jongleberry."com")'], "r": 1},
+        ),
+        (
+            '{\n  "keywords": [\n    "code",\n    ""code" standards",\n    "style"\n  ]\n}\n',
+            {"keywords": ["code", '"code" standards', "style"]},
+        ),
+    ],
+)
+def test_quoted_words_in_an_array_element_after_a_comma_are_escaped(text: str, value: object) -> None:
+    # an element's value starts after a comma too (it was looked for only after ":" and "[")
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
