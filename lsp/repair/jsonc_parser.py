@@ -299,11 +299,17 @@ def _delete_whole_line_if_alone(text: str, s: int, e: int, lo: int, hi: int) -> 
     return s, e
 
 
+@functools.lru_cache(maxsize=8)
+def _brackets_after(text: str, pos: int, end: int) -> tuple[str, ...]:
+    """:func:`.jsonc_lex.brackets`, kept: the stray-closer and wrong-kind checks read the same rest of the document."""
+    return tuple(brackets(text, pos, end))
+
+
 def _bracket_faults(text: str, pos: int, end: int, openers: list[str]) -> int:
     """Closers that do not match plus containers left open, reading ``text[pos:end]`` with ``openers`` open."""
     st = list(openers)
     bad = 0
-    for kind in brackets(text, pos, end):
+    for kind in _brackets_after(text, pos, end):
         if kind in (OBJ_OPEN, ARR_OPEN):
             st.append(kind)
         elif kind in (OBJ_CLOSE, ARR_CLOSE):

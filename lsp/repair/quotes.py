@@ -32,7 +32,11 @@ def inner_quotes_fix(text: str, jsonc: bool) -> str | None:
         err = getattr(exc, "pos", len(blank))
     except RecursionError:
         return None
-    starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, 0, min(len(blank), err + 1))]
+    stop = min(len(blank), err + 1)
+    # the last three value starts before the error: a window first (a long file has one after every comma)
+    starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, max(0, err - 2048), stop)]
+    if len(starts) < 3 and err > 2048:
+        starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, 0, stop)]
     for q0 in reversed(starts[-3:]):
         line_end = blank.find("\n", q0)
         stop = len(blank) if line_end < 0 else line_end + 1
