@@ -102,10 +102,38 @@ def keystroke_search(text: str, jsonc: bool) -> str | None:
             tied = [r for r in ranked if r[:2] == ranked[0][:2]]
             return None if any(_deletes_closer(text, r[4]) for r in tied) else AMBIGUOUS
         ranked = settled
+    if not shape.unit and _closer_fits_earlier(text, blank, ranked[0][4], jsonc):
+        return AMBIGUOUS
     after = _misfits_after(shape, text, blank, ranked[0], jsonc)
     if after and after >= _misfits(shape) and not _undoubles(text, ranked[0][4]):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+def _closer_fits_earlier(text: str, blank: str, cand: str, jsonc: bool) -> bool:
+    """Whether ``cand`` closes a container at the end of a compact document that already ends with a closer, while the
+    same closer put before one of the commas near the end parses too: ``{"a":{"b":1,"c":2}`` lost its ``}`` after
+    the 1 or at the end, and no indentation says which (the members after the cut would move to another object)."""
+    if len(cand) != len(text) + 1:
+        return False
+    pos = _common_prefix(text, cand)
+    ch = cand[pos]
+    tail = blank.rstrip()
+    if ch not in "}]" or blank[pos:].strip() or not tail or tail[-1] not in "}]":
+        return False
+    tried = 0
+    p = len(tail)
+    while tried < 64:
+        p = blank.rfind(",", 0, p)
+        if p < 0:
+            return False
+        tried += 1
+        try:
+            json.loads(blank[:p] + ch + blank[p:])
+        except (ValueError, RecursionError):
+            continue
+        return True
+    return False
 
 
 def _undoubles(text: str, cand: str) -> bool:

@@ -819,3 +819,13 @@ def test_quoted_words_in_an_array_element_after_a_comma_are_escaped(text: str, v
     # an element's value starts after a comma too (it was looked for only after ":" and "[")
     out = fixed_text(text, "json")
     assert out is not None and json.loads(out) == value
+
+
+def test_a_closer_missing_inside_a_compact_document_that_ends_with_a_closer_gets_no_fix() -> None:
+    # {"engines":{"node":">=14","keywords":[...]}: the "}" after ">=14" or at the end; no indentation to tell, and
+    # closing at the end moves every member after the cut into the inner object
+    assert fixed_text('{"a":{"b":1,"c":2}', "json") is None
+    assert fixed_text('{"e":{"node":">=14"},"d":{"x":"^4","y":"^1"}', "json") is None
+    # one member inside, or the root left open: closing at the end is the only reading
+    assert json.loads(fixed_text('{"a":{"b":1}', "json") or "") == {"a": {"b": 1}}
+    assert json.loads(fixed_text('[{"a":1},{"b":2}', "json") or "") == [{"a": 1}, {"b": 2}]
