@@ -39,7 +39,7 @@ from .jsonc_lex import (
     brackets,
     tokenize,
 )
-from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, literal_with_slip, parse
+from .jsonc_parser import _HAS_ALNUM, JsonIssue, ParseResult, _literal_backslashes, literal_with_slip, parse
 
 __all__ = [
     "ARR_CLOSE",
@@ -162,6 +162,7 @@ def lenient_string(token_text: str) -> str:
     out: list[str] = []
     i = 0
     n = len(body)
+    literal = quote == '"' and _literal_backslashes(body)  # C:\\modules\\tinymce: its \\t is no tab
     while i < n:
         ch = body[i]
         if ch != "\\" or i + 1 >= n:
@@ -170,7 +171,10 @@ def lenient_string(token_text: str) -> str:
             continue
         nxt = body[i + 1]
         simple = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "'": "'"}
-        if nxt in simple and (nxt != "'" or quote == "'"):
+        if literal and nxt in "bfnrt/":
+            out.append("\\")
+            i += 1
+        elif nxt in simple:  # \' is an apostrophe in either quote (JavaScript, Python)
             out.append(simple[nxt])
             i += 2
         elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2 : i + 6]):

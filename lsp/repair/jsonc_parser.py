@@ -122,6 +122,15 @@ _JOINS = frozenset("/@#%&?!~^|*<>=")
 # JSONP: ``name(`` (a dotted JavaScript name) before an object or array, ``)`` (and ``;``) ending the document
 _JSONP_OPEN = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)[ \t]*\([ \t\n\r]*(?=[{\[])")
 _JSONP_CLOSE = re.compile(r"[ \t\n\r]*\)[ \t]*;?[ \t]*(\n?)[ \t\n\r]*\Z")
+# JSON as the value of JavaScript: an assignment or export (const config = {...};, module.exports = [...]), maybe in a
+# script tag
+_ASSIGN_OPEN = re.compile(
+    r"[ \t\r\n]*(?P<w>(?P<tag><script\b[^>\n]*>[ \t\r\n]*)?"
+    r"(?:export[ \t]+default|module\.exports[ \t]*=|(?:(?:const|let|var)[ \t]+)?[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
+    r"[ \t]*=)[ \t]*\r?\n?[ \t]*)(?=[{\[])"
+)
+_ASSIGN_CLOSE = re.compile(r"[ \t\n\r]*?;?[ \t]*(\n?)[ \t\n\r]*\Z")
+_SCRIPT_CLOSE = re.compile(r"[ \t\n\r]*;?[ \t\n\r]*</script>[ \t]*(\n?)[ \t\n\r]*\Z")
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*(?:\n|$)")
 
 
@@ -148,10 +157,12 @@ def _fix_body(body: str, single: bool = False) -> str:
     """Repair a string body in place: only bad escapes (``\\'`` read as the apostrophe it escapes), raw control
     characters (and, from single quotes, bare double quotes) change, so the value the user meant is kept."""
 
+    literal = not single and _literal_backslashes(body)
+
     def sub(m: re.Match[str]) -> str:
         t = m.group()
         if _is_good_escape(t):
-            return t
+            return "\\" + t if literal and t[1] in "bfnrt/" else t
         if t == '"':
             return '\\"'
         if single and len(t) == 4 and t.startswith("\\x"):
@@ -161,6 +172,49 @@ def _fix_body(body: str, single: bool = False) -> str:
         return json.dumps(t)[1:-1]
 
     return (_SQ_SCAN if single else _STR_SCAN).sub(sub, body)
+
+
+# a bad escape that reads as a path separator or a regex class (C:\Users, \.\pipe, \d+): \' is JavaScript's apostrophe
+_PATH_ESCAPE = re.compile(r"\\[A-Za-z0-9.@_$*%~-]")
+_JSON_ESCAPE = re.compile(r'\\(?:\\|"|u[0-9a-fA-F]{4})')
+
+
+def _literal_backslashes(body: str) -> bool:
+    """Whether the writer of a string body did not escape its backslashes at all: it has a bad escape that reads as
+    a path separator or a regex class (``C:\\modules\\tinymce``: ``\\m``), and no escape that shows JSON's rules were
+    known (``\\\\``, ``\\"``, ``\\u00e9``). Then its ``\\t`` / ``\\n`` are path separators too (``\\tinymce``), not a tab
+    or a line break: only escaping the bad ones would put a tab into the path."""
+    if _JSON_ESCAPE.search(body):
+        return False
+    return any(not _is_good_escape(m.group()) for m in _PATH_ESCAPE.finditer(body))
+
+
+_ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')
+_QUOTE_THEN_SEPARATOR = re.compile(r'(?<!\\)(?:\\\\)*\\"(?=[ \t]*[,}\]])')
+
+
+def _lone_escaped_quote_at_end(raw: str) -> bool:
+    """A string body that ends in ``\\"`` with no other escaped quote before it: no quote was being quoted, so the
+    backslash is the text's last character (``"dist\\",``: a folder) and the quote closed the string."""
+    m = _ESCAPED_QUOTE.search(raw)
+    return m is not None and m.end() == len(raw)
+
+
+def _path_end(text: str, s: int, e: int) -> int | None:
+    """Where a string token ``text[s:e]`` that ran past its end really ends: a body of unescaped backslashes (a
+    Windows path, :func:`_literal_backslashes`) whose last backslash escaped the closing quote, a separator after it
+    (``"lib\\x.js\\","bin":``), and the token's own end not a value's end. None otherwise."""
+    m = _QUOTE_THEN_SEPARATOR.search(text, s + 1, e - 1)
+    if (
+        m is None
+        or _ESCAPED_QUOTE.search(text, s + 1, m.start())
+        or not _literal_backslashes(text[s + 1 : m.end() - 2])
+    ):
+        return None
+    after = text[e : e + 64].lstrip(" \t\r\n")
+    if not after or after[0] in ",:}]":
+        return None
+    return m.end()
 
 
 _CUT_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\(?:u[0-9a-fA-F]{0,3}|x[0-9a-fA-F]?)?)$")
@@ -245,11 +299,17 @@ def _delete_whole_line_if_alone(text: str, s: int, e: int, lo: int, hi: int) -> 
     return s, e
 
 
+@functools.lru_cache(maxsize=8)
+def _brackets_after(text: str, pos: int, end: int) -> tuple[str, ...]:
+    """:func:`.jsonc_lex.brackets`, kept: the stray-closer and wrong-kind checks read the same rest of the document."""
+    return tuple(brackets(text, pos, end))
+
+
 def _bracket_faults(text: str, pos: int, end: int, openers: list[str]) -> int:
     """Closers that do not match plus containers left open, reading ``text[pos:end]`` with ``openers`` open."""
     st = list(openers)
     bad = 0
-    for kind in brackets(text, pos, end):
+    for kind in _brackets_after(text, pos, end):
         if kind in (OBJ_OPEN, ARR_OPEN):
             st.append(kind)
         elif kind in (OBJ_CLOSE, ARR_CLOSE):
@@ -273,6 +333,17 @@ def _stray_closer(text: str, after: int, end: int, stack: list[tuple[str, int]])
     depth = next((i for i in range(len(openers) - 1, -1, -1) if CLOSERS[openers[i]] == closer), -1)
     read_as_closer = openers[:depth] if depth >= 0 else openers[:-1]
     return _bracket_faults(text, after, end, read_as_closer) > 0
+
+
+def _wrong_kind(text: str, after: int, end: int, stack: list[tuple[str, int]]) -> bool:
+    """A closer of the other kind (``]`` for ``{``) that closes the innermost container all the same: read so, the
+    rest of the document balances; read as closing the outer container it names (``{`` left open), it does not."""
+    openers = [o for o, _ in stack]
+    closer = text[after - 1]
+    depth = next((i for i in range(len(openers) - 1, -1, -1) if CLOSERS[openers[i]] == closer), -1)
+    if depth < 0 or _bracket_faults(text, after, end, openers[:-1]):
+        return False
+    return _bracket_faults(text, after, end, openers[:depth]) > 0
 
 
 Token = tuple[str, int, int]
@@ -334,6 +405,7 @@ class _Parser:
         self._strip_prose_lead()
         self._strip_code_fence()
         self._strip_jsonp()
+        self._strip_assignment()
         self._strip_tags()
         start = self.start
         self.prev_end = self.comma_prev = start
@@ -457,6 +529,28 @@ class _Parser:
                 f"JSON is wrapped in a JSONP call {m.group(1)}(...)",
                 [(m.start(1), m.end(), ""), (tail.start(), tail.end() - len(tail.group(1)), "")],
             )
+        )
+        self.start, self.end = m.end(), tail.start()
+
+    def _strip_assignment(self) -> None:
+        """JSON pasted from JavaScript: ``const config = {...};``, ``export default {...}``, ``module.exports =``,
+        ``window.__STATE__ = {...};`` in a ``<script>`` tag. The code around the value is deleted (its words are no
+        values); the value must open with ``{`` or ``[`` and the code end the document."""
+        if not self.whole_doc:
+            return
+        text, end = self.text, self.end
+        m = _ASSIGN_OPEN.match(text, self.start, end)
+        if m is None:
+            return
+        tail = (_SCRIPT_CLOSE if m.group("tag") else _ASSIGN_CLOSE).search(text, m.end(), end)
+        if tail is None or not text[m.end() : tail.start()].strip():
+            return
+        edits = [(m.start("w"), m.end(), "")]
+        if tail.end() - len(tail.group(1)) > tail.start():
+            edits.append((tail.start(), tail.end() - len(tail.group(1)), ""))
+        what = text[m.start("w") : m.end()].strip()
+        self.issues.append(
+            JsonIssue(m.start("w"), m.end(), "json.js-wrapper", f"JSON is wrapped in JavaScript ({what} ...)", edits)
         )
         self.start, self.end = m.end(), tail.start()
 
@@ -633,6 +727,10 @@ class _Parser:
         self._member_cut_short(s, e)
         want = CLOSERS[stack[-1][0]]
         if ch == want:
+            stack.pop()
+        elif _wrong_kind(text, e, self.end, stack):
+            # {"a": 1]  then more members: the closer of the other kind typed for this container's own
+            self._add(s, e, "json.mismatched-bracket", f"expected {want!r} but found {ch!r}", [(s, e, want)])
             stack.pop()
         else:
             depth = next((i for i in range(len(stack) - 1, -1, -1) if CLOSERS[stack[i][0]] == ch), -1)
@@ -836,6 +934,20 @@ class _Parser:
         _, s, e = tok
         text = self.text
         bad = _first_bad(text, s + 1, e - 1)
+        if bad and not self.pending and self.it.pos == e:
+            close = _path_end(text, s, e)
+            if close is not None:
+                # "lib\x.js\","bin": a path's last backslash escaped the closing quote: the string ends there
+                self._add(
+                    s,
+                    close,
+                    "json.bad-escape",
+                    "a path's backslashes are not escaped (the last one escapes the closing quote)",
+                    [(s, close, '"' + _fix_body(text[s + 1 : close - 1]) + '"')],
+                )
+                self.tokens[-1] = (STRING, s, close)
+                self.it.pos = close
+                return close
         if bad:
             escape = text[bad.start()] == "\\"
             self._add(
@@ -893,7 +1005,9 @@ class _Parser:
         else:
             close = s + 1 + len(content.rstrip(" \t,}]\r"))
         raw = text[s + 1 : close]
-        if raw.endswith("\\") and not raw.endswith("\\\\"):
+        if _lone_escaped_quote_at_end(raw):
+            raw = raw[:-1]  # "dist\", : a trailing backslash (a Windows folder), not an escaped quote
+        elif raw.endswith("\\") and not raw.endswith("\\\\"):
             raw = raw[:-1]
             close -= 1
         what = "property name" if key else "string"

@@ -102,10 +102,47 @@ def keystroke_search(text: str, jsonc: bool) -> str | None:
             tied = [r for r in ranked if r[:2] == ranked[0][:2]]
             return None if any(_deletes_closer(text, r[4]) for r in tied) else AMBIGUOUS
         ranked = settled
+    if not shape.unit and _closer_fits_earlier(text, blank, ranked[0][4], jsonc):
+        return AMBIGUOUS
     after = _misfits_after(shape, text, blank, ranked[0], jsonc)
-    if after and after >= _misfits(shape):
+    if after and after >= _misfits(shape) and not _undoubles(text, ranked[0][4]):
         return None  # lines still indented other than they nest: one keystroke does not explain this break
     return ranked[0][4]
+
+
+def _closer_fits_earlier(text: str, blank: str, cand: str, jsonc: bool) -> bool:
+    """Whether ``cand`` closes a container at the end of a compact document that already ends with a closer, while the
+    same closer put before one of the commas near the end parses too: ``{"a":{"b":1,"c":2}`` lost its ``}`` after
+    the 1 or at the end, and no indentation says which (the members after the cut would move to another object)."""
+    if len(cand) != len(text) + 1:
+        return False
+    pos = _common_prefix(text, cand)
+    ch = cand[pos]
+    tail = blank.rstrip()
+    if ch not in "}]" or blank[pos:].strip() or not tail or tail[-1] not in "}]":
+        return False
+    tried = 0
+    p = len(tail)
+    while tried < 64:
+        p = blank.rfind(",", 0, p)
+        if p < 0:
+            return False
+        tried += 1
+        try:
+            json.loads(blank[:p] + ch + blank[p:])
+        except (ValueError, RecursionError):
+            continue
+        return True
+    return False
+
+
+def _undoubles(text: str, cand: str) -> bool:
+    """Whether ``cand`` is ``text`` with one quote of a doubled pair deleted (``""key"``, ``"value""``): a slip on
+    one line that moves no block, so lines indented other than they nest elsewhere in the file do not speak against it."""
+    if len(cand) != len(text) - 1:
+        return False
+    pos = _common_prefix(text, cand)
+    return text[pos - 1 : pos + 1] == '""' and text[pos + 1 :] == cand[pos:]
 
 
 def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | None:
@@ -115,19 +152,24 @@ def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | N
     of its strings is a keystroke, and deleting it is the undo; escaping it would keep a character nobody meant. In
     compact text (chat or code output, where unescaped quotes are meant) the tie stays no answer. The winner then
     is the deletion, when the two tied candidates are exactly that pair for one quote."""
-    if not shape.unit or len(ranked) < 2 or (len(ranked) > 2 and ranked[2][:2] == ranked[0][:2]):
+    if len(ranked) < 2 or (len(ranked) > 2 and ranked[2][:2] == ranked[0][:2]):
         return None
     by_len = {len(r[4]) - len(text): r for r in ranked[:2]}
     gone, escaped = by_len.get(-1), by_len.get(1)
     if gone is None or escaped is None:
         return None
     pos = _common_prefix(text, gone[4])
-    if (
-        pos >= len(text)
-        or text[pos] != '"'
-        or escaped[4] != text[:pos] + "\\" + text[pos:]
-        or "\n" in text[pos - 1 : pos + 2]
+    if pos >= len(text) or text[pos] != '"':
+        return None
+    if text[pos - 1 : pos + 1] == '""' and escaped[4] in (
+        text[:pos] + "\\" + text[pos:],
+        text[: pos - 1] + "\\" + text[pos - 1 :],
     ):
+        # a quote typed twice at a string's start or end (""key", "value""): one string, no quote inside it, then
+        # the same quote again: the doubling is the slip, in any layout. "12"" may mean 12 inches.
+        body = text[text.rfind('"', 0, pos - 1) + 1 : pos - 1]
+        return None if _PLAIN_NUMBER.fullmatch(body) else [gone, *ranked[2:]]
+    if not shape.unit or escaped[4] != text[:pos] + "\\" + text[pos:] or "\n" in text[pos - 1 : pos + 2]:
         return None
     return [gone, *ranked[2:]]
 
@@ -302,6 +344,7 @@ def typed_at_line_start(text: str, a: int, b: int) -> bool:
     return rest[:1] in (" ", "\t") and rest.lstrip(" \t")[:1] in ('"', "{", "[", "]", "}")
 
 
+_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')
 _URL_AS_COMMENT = re.compile(r"\w:(?=//)")  # "https://...": JSONC reads the // as a comment while it is unquoted
 _VALUE_START = frozenset('"{[-0123456789tfn')

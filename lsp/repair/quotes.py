@@ -4,7 +4,7 @@
 * a line break typed inside a string (``"hello<Enter>world"``): the break escaped as ``\\n``;
 * string literals joined with ``+`` (``'hello' + 'world'``, code pasted as JSON): one string, as JavaScript reads it.
 
-For quoted words, a value runs from its opening quote (after ``:``, ``[`` or at the start of the document) to the first quote that a
+For quoted words, a value runs from its opening quote (after ``:``, ``[``, ``,`` or at the start of the document) to the first quote that a
 real delimiter follows (a comma and the next ``"key":``, a closer, the end of the line); the quotes between are
 escaped when they come in pairs (quoted words). A single stray quote is a typing slip as often as an inch mark:
 whether to delete or escape it is the user's call, so it gets no fix here.
@@ -17,7 +17,7 @@ import re
 
 from .jsonc import _blank_jsonc
 
-_VALUE_START = re.compile(r'(?:(?<=[:\[])|^)[ \t]*"')
+_VALUE_START = re.compile(r'(?:(?<=[:\[,])|^)[ \t\r\n]*"')  # after a comma: an array's next element
 _END = re.compile(r'"(?=[ \t]*(?:,[ \t]*"[^"\n]*"[ \t]*:|[}\]]|,?[ \t]*(?:\n|$)))')
 _QUOTE = re.compile(r'(?<!\\)"')
 
@@ -32,7 +32,11 @@ def inner_quotes_fix(text: str, jsonc: bool) -> str | None:
         err = getattr(exc, "pos", len(blank))
     except RecursionError:
         return None
-    starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, 0, min(len(blank), err + 1))]
+    stop = min(len(blank), err + 1)
+    # the last three value starts before the error: a window first (a long file has one after every comma)
+    starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, max(0, err - 2048), stop)]
+    if len(starts) < 3 and err > 2048:
+        starts = [m.end() - 1 for m in _VALUE_START.finditer(blank, 0, stop)]
     for q0 in reversed(starts[-3:]):
         line_end = blank.find("\n", q0)
         stop = len(blank) if line_end < 0 else line_end + 1

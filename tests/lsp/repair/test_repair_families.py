@@ -632,8 +632,8 @@ def test_a_letter_typed_before_a_lines_indentation_is_deleted_not_made_an_elemen
     [
         # a "[" typed before the value, or the "]" after it deleted: the same text, two meanings
         '{\n  "name": ["Dante Chun",\n  "version": "1.0.0"\n}\n',
-        # a quote typed after the key, or a colon lost inside "verbose\":": the tie has no in-place tiebreak
-        '{\n  "a": {\n    "verbose"": true,\n    "b": 1\n  }\n}\n',
+        # a quote typed after a plain number: 12" may be 12 inches (the escaped quote), so the tie stays
+        '{"size": "12"", "n": 1}',
     ],
 )
 def test_tied_one_keystroke_undos_that_disagree_give_no_fix(text: str) -> None:
@@ -700,3 +700,132 @@ def test_xml_style_tags_around_the_json_are_deleted(text: str, fixed: str) -> No
 
 def test_a_tag_inside_a_string_stays_text() -> None:
     assert not find_issues('{"a": "<b>"}', "json")
+
+
+# -- the fourth set's families (real files of npm packages, damaged as people and chat models damage them) -------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # once a tie with the escaped reading ("verbose\"": a key ending in a quote): no fix
+        ('{\n  "a": {\n    "verbose"": true,\n    "b": 1\n  }\n}\n', {"a": {"verbose": True, "b": 1}}),
+        (
+            '{"name":"x",""version":"1.0.0","url":"https://a.b/c"}',
+            {"name": "x", "version": "1.0.0", "url": "https://a.b/c"},
+        ),
+        ('{"deps":{"a":"^4.3.7"","b":"^1.0.0"}}', {"deps": {"a": "^4.3.7", "b": "^1.0.0"}}),
+        ('[\n\t"style"",\n\t"sub"\n]\n', ["style", "sub"]),
+    ],
+)
+def test_a_quote_typed_twice_at_a_strings_start_or_end_is_deleted(text: str, value: object) -> None:
+    # ""key" / "key"": / "value"": one string with no quote inside, then the same quote again; in compact text
+    # too, where the shifted strings read a URL's // as a comment
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"directory": "C:\\modules\\tinymce"}', {"directory": "C:\\modules\\tinymce"}),
+        ('{"bin": ".\\dist\\bin\\cli.js"}', {"bin": ".\\dist\\bin\\cli.js"}),
+        ('{"re": "^\\d+\\.\\d+$"}', {"re": "^\\d+\\.\\d+$"}),
+    ],
+)
+def test_a_path_with_unescaped_backslashes_keeps_every_backslash(text: str, value: object) -> None:
+    # only escaping the bad escapes (\m) put a tab into C:\modules\tinymce (its \t read as an escape)
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_string_that_knows_jsons_escapes_keeps_its_tab() -> None:
+    # a \\ shows the writer escaped their backslashes: the \t is a tab, the bad \q alone is kept as text
+    out = fixed_text('{"a": "x\\\\y\\tz\\q"}', "json")
+    assert out is not None and json.loads(out) == {"a": "x\\y\tz\\q"}
+
+
+def test_a_paths_last_backslash_before_the_closing_quote_is_the_paths() -> None:
+    text = '{\n  "main": "lib\\autoprefixer.js\\",\n  "bin": "bin/x"\n}\n'
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == {"main": "lib\\autoprefixer.js\\", "bin": "bin/x"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"description": "\\\'Full\\\' list of zones"}', {"description": "'Full' list of zones"}),
+        (
+            '{\n  "SJ": "Svalbard",\n  "CI": "C\u00f4te d\\\'Ivoire"\n}\n',
+            {"SJ": "Svalbard", "CI": "C\u00f4te d'Ivoire"},
+        ),
+    ],
+)
+def test_an_escaped_apostrophe_in_a_double_quoted_string_is_the_apostrophe(text: str, value: object) -> None:
+    # \' is an apostrophe in JavaScript and Python strings of either quote; the validator once read it as "\\'"
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            '[\n  {\n    "a": 1,\n    "u": [\n      "x"\n    ]\n  ],\n  {\n    "a": 2\n  }\n]\n',
+            [{"a": 1, "u": ["x"]}, {"a": 2}],
+        ),
+        ('{"a":{"b":1],"c":2}', {"a": {"b": 1}, "c": 2}),
+        ('{"a":[1,2},"c":2}', {"a": [1, 2], "c": 2}),
+    ],
+)
+def test_a_closer_of_the_wrong_kind_is_replaced(text: str, value: object) -> None:
+    # read as closing the outer container it names, it left "{" open: the fallback then wrapped the file in "[["
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        ('const config = {\n  "a": 1\n};\n', '{\n  "a": 1\n}\n'),
+        ('export default {"a": [1]}\n', '{"a": [1]}\n'),
+        ("module.exports = [1, 2];", "[1, 2]"),
+        ('var data = {"a": 1}', '{"a": 1}'),
+        ('<script>\n  window.__INITIAL_STATE__ = {"a": 1};\n</script>\n', '{"a": 1}\n'),
+    ],
+)
+def test_javascript_around_the_json_is_deleted(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+def test_an_assignment_whose_value_is_not_json_gets_no_wrapper_fix() -> None:
+    assert fixed_text("const config = {a: b};\n", "json") != "{a: b}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (
+            '{"c": ["Doug", "Jonathan Ong (http://jongleberry."com")"], "r": 1}',
+            {"c": ["Doug", 'Jonathan Ong (http://jongleberry."com")'], "r": 1},
+        ),
+        (
+            '{\n  "keywords": [\n    "code",\n    ""code" standards",\n    "style"\n  ]\n}\n',
+            {"keywords": ["code", '"code" standards', "style"]},
+        ),
+    ],
+)
+def test_quoted_words_in_an_array_element_after_a_comma_are_escaped(text: str, value: object) -> None:
+    # an element's value starts after a comma too (it was looked for only after ":" and "[")
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_a_closer_missing_inside_a_compact_document_that_ends_with_a_closer_gets_no_fix() -> None:
+    # {"engines":{"node":">=14","keywords":[...]}: the "}" after ">=14" or at the end; no indentation to tell, and
+    # closing at the end moves every member after the cut into the inner object
+    assert fixed_text('{"a":{"b":1,"c":2}', "json") is None
+    assert fixed_text('{"e":{"node":">=14"},"d":{"x":"^4","y":"^1"}', "json") is None
+    # one member inside, or the root left open: closing at the end is the only reading
+    assert json.loads(fixed_text('{"a":{"b":1}', "json") or "") == {"a": {"b": 1}}
+    assert json.loads(fixed_text('[{"a":1},{"b":2}', "json") or "") == [{"a": 1}, {"b": 2}]

@@ -100,8 +100,21 @@ def test_cut_off_closers_are_restored(value: object, indent: int | None, data: s
     cut = data.draw(st.integers(end, len(text) - 1))
     broken = text[:cut]
     out = _check_fix_is_sound(broken)
-    assert out is not None
+    if out is None:
+        # a one-line document that still ends with a closer: the lost closer may as well have stood before one of
+        # the commas near the end ({"k": {"a": 1, "b": 2} -> {"k": {"a": 1}, "b": 2}); no indentation says which
+        assert indent is None and broken.rstrip()[-1:] in ("}", "]")
+        assert any(_parses(broken[:p] + ch + broken[p:]) for p, c in enumerate(broken) if c == "," for ch in "}]")
+        return
     assert json.loads(out) == value
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 @PROPS
