@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -20,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import repair_eval_build as first  # noqa: E402
+from npm_pack import npm_tgz  # noqa: E402
 
 OUT = ROOT / "fixtures" / "repair_eval2"
 CACHE = ROOT / ".cache" / "repair_sources2"
@@ -48,11 +48,7 @@ def fetch() -> dict[str, tuple[str, str]]:
     CACHE.mkdir(parents=True, exist_ok=True)
     files: dict[str, tuple[str, str]] = {}
     for spec in NPM:
-        name, version = spec.rsplit("@", 1)
-        tgz = CACHE / f"{name.replace('@', '').replace('/', '-')}-{version}.tgz"
-        if not tgz.exists():
-            subprocess.run(["npm", "pack", "-q", spec], cwd=CACHE, check=True, capture_output=True)
-        with tarfile.open(tgz) as tar:
+        with tarfile.open(npm_tgz(spec, CACHE)) as tar:
             got = {m.name: tar.extractfile(m).read().decode("utf-8") for m in tar.getmembers() if m.name in WANT}  # type: ignore[union-attr]
         lic = json.loads(got["package/package.json"]).get("license", "?")
         for path, text in got.items():

@@ -35,6 +35,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from npm_pack import npm_tgz
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "bench" / "repair_eval3_tools"
 OUT = ROOT / "fixtures" / "repair_eval3"
@@ -105,12 +107,6 @@ def _run(cmd: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
 
 
-def _npm(spec: str) -> Path:
-    name, version = spec.rsplit("@", 1)
-    tgz = CACHE / f"{name.replace('@', '').replace('/', '-')}-{version}.tgz"
-    if not tgz.exists():
-        _run(["npm", "pack", "-q", spec], CACHE)
-    return tgz
 
 
 def _pypi(spec: str) -> Path:
@@ -166,7 +162,7 @@ def suite_pairs() -> list[tuple[str, str, str, Any]]:
                 inp, exp, _fn, _how = json.loads(line)
                 out.append((f"{spec} ({lic})", rel, inp, exp))
     for spec, rel in NPM_SUITES.items():
-        tgz = _npm(spec)
+        tgz = npm_tgz(spec, CACHE)
         with tarfile.open(tgz) as tar:
             lic = json.loads(tar.extractfile("package/package.json").read())["license"]  # type: ignore[union-attr]
             spec_text = tar.extractfile(rel).read().decode()  # type: ignore[union-attr]
@@ -440,7 +436,7 @@ def _llm_break(fam: str, text: str, value: Any, rng: random.Random) -> tuple[str
 def llm_cases(rng: random.Random) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for spec in NPM_DOCS:
-        with tarfile.open(_npm(spec)) as tar:
+        with tarfile.open(npm_tgz(spec, CACHE)) as tar:
             raw = tar.extractfile("package/package.json").read().decode("utf-8")  # type: ignore[union-attr]
         value = json.loads(raw)
         lic = value.get("license", "?")

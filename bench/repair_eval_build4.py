@@ -38,10 +38,11 @@ import hashlib
 import json
 import random
 import re
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
+
+from npm_pack import npm_tgz
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "repair_eval4"
@@ -77,19 +78,13 @@ TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+|\s+')
 VALID_ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
 
 
-def _npm(spec: str) -> Path:
-    name, version = spec.rsplit("@", 1)
-    tgz = CACHE / f"{name.replace('@', '').replace('/', '-')}-{version}.tgz"
-    if not tgz.exists():
-        subprocess.run(["npm", "pack", "-q", spec], cwd=CACHE, check=True, capture_output=True)
-    return tgz
 
 
 def fetch() -> list[tuple[str, str, str, str]]:
     """(package spec, license, file path, text) of every pinned file."""
     out = []
     for spec, paths in NPM.items():
-        with tarfile.open(_npm(spec)) as tar:
+        with tarfile.open(npm_tgz(spec, CACHE)) as tar:
             texts = {p: tar.extractfile(f"package/{p}").read().decode("utf-8") for p in paths}  # type: ignore[union-attr]
         lic = str(json.loads(texts["package.json"]).get("license", "?"))
         if not lic.startswith(OK_LICENSES):

@@ -23,7 +23,6 @@ import difflib
 import json
 import random
 import re
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import repair_eval_build as first  # noqa: E402
+from npm_pack import npm_tgz  # noqa: E402
 from repair_independent import dgemma, score  # noqa: E402
 
 CACHE = ROOT / ".cache" / "repair_probe"
@@ -63,11 +63,7 @@ def package_jsons() -> list[tuple[str, str]]:
     CACHE.mkdir(parents=True, exist_ok=True)
     out = []
     for spec in NPM:
-        name, version = spec.rsplit("@", 1)
-        tgz = CACHE / f"{name.replace('@', '').replace('/', '-')}-{version}.tgz"
-        if not tgz.exists():
-            subprocess.run(["npm", "pack", "-q", spec], cwd=CACHE, check=True, capture_output=True)
-        with tarfile.open(tgz) as tar:
+        with tarfile.open(npm_tgz(spec, CACHE)) as tar:
             out.append((spec, tar.extractfile("package/package.json").read().decode("utf-8")))  # type: ignore[union-attr]
     return out
 
