@@ -159,6 +159,8 @@ def lenient_string(token_text: str) -> str:
     """The value a user meant by a string token: bad escapes such as ``\\U`` keep their backslash."""
     quote = token_text[0]
     body = token_text[1:-1] if len(token_text) >= 2 and token_text[-1] == quote else token_text[1:]
+    if "\\" not in body:
+        return body  # nothing escaped: the loop below would copy it character by character
     out: list[str] = []
     i = 0
     n = len(body)

@@ -193,3 +193,30 @@ def test_a_letter_between_a_key_and_its_colon_is_no_value_but_a_word_or_a_letter
     after_value = '{\n  "type": "module"x,\n  "n": 1\n}\n'
     why = validate_fix(after_value, after_value.replace('"x,', '",', 1), "json", (2, 22))
     assert why is not None and "'x'" in why
+
+
+def test_char_diff_matches_difflib() -> None:
+    """The fast longest-match search gives difflib's own matching blocks (edits, and so fixes, unchanged)."""
+    import difflib
+    import random
+
+    from dgemma_lsp.lsp.repair.edits import _StrMatcher
+
+    rng = random.Random(7)
+    for _ in range(600):
+        alpha = rng.choice(["ab", ' \n{}":,ab', "abcdefghij"])
+        a = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 300)))
+        b = list(a)
+        for _ in range(rng.randint(0, 30)):
+            p = rng.randint(0, len(b))
+            if b and p < len(b) and rng.random() < 0.5:
+                del b[p]
+            else:
+                b.insert(p, rng.choice(alpha))
+        bs = "".join(b) if rng.random() < 0.7 else "".join(rng.choice(alpha) for _ in range(rng.randint(0, 300)))
+        want = difflib.SequenceMatcher(None, a, bs, autojunk=False).get_opcodes()
+        assert _StrMatcher(None, a, bs, autojunk=False).get_opcodes() == want
+    doc = '{\n  "name": "x",\n  "files": [\n    "a.js",\n    "b.js"\n  ]\n}\n'
+    wrapped = "module.exports = " + doc.replace("\n  ", "\n    ") + ";"
+    want = difflib.SequenceMatcher(None, wrapped, doc, autojunk=False).get_opcodes()
+    assert _StrMatcher(None, wrapped, doc, autojunk=False).get_opcodes() == want
