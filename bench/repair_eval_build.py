@@ -18,7 +18,6 @@ Every case: ``id``, ``source`` (where it came from, with its license), ``family`
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import random
@@ -31,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from repair_sets import write_cases  # noqa: E402
 from repair_upstream import CASES, MD_CASES, NOFIX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -360,10 +360,7 @@ def main() -> None:
     rng = random.Random(SEED)
     files = fetch()
     cases = upstream_cases() + json_cases(files, rng) + markdown_cases(files, rng)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
-        for c in cases:
-            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
+    write_cases(OUT, cases)
     srcs: dict[str, int] = {}
     for c in cases:
         s = c["source"].split(":")[0] if c["category"] == "upstream" else c["source"].split("#")[0]

@@ -8,7 +8,6 @@ Usage: ``python bench/repair_eval_build2.py`` (downloads the pinned packages wit
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import sys
@@ -19,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import repair_eval_build as first  # noqa: E402
-from npm_pack import npm_tgz  # noqa: E402
+from repair_sets import npm_tgz, write_cases  # noqa: E402
 
 OUT = ROOT / "fixtures" / "repair_eval2"
 CACHE = ROOT / ".cache" / "repair_sources2"
@@ -58,10 +57,7 @@ def fetch() -> dict[str, tuple[str, str]]:
 
 def main() -> None:
     cases = first.json_cases(fetch(), random.Random(SEED))
-    OUT.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
-        for c in cases:
-            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
+    write_cases(OUT, cases)
     srcs: dict[str, int] = {}
     for c in cases:
         srcs[c["source"]] = srcs.get(c["source"], 0) + 1

@@ -35,7 +35,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from npm_pack import npm_tgz
+from repair_sets import npm_tgz, write_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "bench" / "repair_eval3_tools"
@@ -105,8 +105,6 @@ DISPUTED: set[str] = set()
 
 def _run(cmd: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
-
-
 
 
 def _pypi(spec: str) -> Path:
@@ -486,10 +484,7 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     rng = random.Random(SEED)
     cases = upstream_cases(_known()) + llm_cases(rng)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
-        for c in cases:
-            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
+    write_cases(OUT, cases)
     write_manifest(cases)
     print(f"{len(cases)} cases -> {OUT}")
 

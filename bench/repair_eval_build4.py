@@ -33,7 +33,6 @@ Usage: ``python bench/repair_eval_build4.py`` (downloads the pinned packages int
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import random
@@ -42,7 +41,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from npm_pack import npm_tgz
+from repair_sets import npm_tgz, write_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "repair_eval4"
@@ -76,8 +75,6 @@ NPM = {
 FAMILIES = ["inner-quote", "wrapper", "missing-quote", "brackets", "escape", "doubled-quote"]
 TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+|\s+')
 VALID_ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
-
-
 
 
 def fetch() -> list[tuple[str, str, str, str]]:
@@ -323,10 +320,7 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     rng = random.Random(SEED)
     got = cases(rng)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
-        for c in got:
-            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
+    write_cases(OUT, got)
     write_manifest(got)
     print(f"{len(got)} cases -> {OUT}")
 

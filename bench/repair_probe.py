@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import repair_eval_build as first  # noqa: E402
-from npm_pack import npm_tgz  # noqa: E402
 from repair_independent import dgemma, score  # noqa: E402
+from repair_sets import npm_tgz  # noqa: E402
 
 CACHE = ROOT / ".cache" / "repair_probe"
 NPM = [

@@ -1,0 +1,29 @@
+"""What the frozen repair sets' builders share: a pinned npm package fetched once into a cache, and the set written
+as ``cases.jsonl.gz``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+
+def npm_tgz(spec: str, cache: Path) -> Path:
+    """The ``name@version`` package's tarball in ``cache``, fetched with ``npm pack`` the first time (which names it
+    ``scope-name-version.tgz``)."""
+    name, version = spec.rsplit("@", 1)
+    tgz = cache / f"{name.replace('@', '').replace('/', '-')}-{version}.tgz"
+    if not tgz.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "pack", "-q", spec], cwd=cache, check=True, capture_output=True)
+    return tgz
+
+
+def write_cases(out: Path, cases: list[dict[str, Any]]) -> None:
+    """``out/cases.jsonl.gz``: one case a line, in order."""
+    out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
+        for c in cases:
+            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
