@@ -35,7 +35,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from repair_sets import npm_tgz, write_cases
+from repair_sets import npm_tgz, strict_loads, write_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "bench" / "repair_eval3_tools"
@@ -176,13 +176,6 @@ def suite_pairs() -> list[tuple[str, str, str, Any]]:
     return out
 
 
-def _strict(text: str) -> Any:
-    def no_constant(name: str) -> None:
-        raise ValueError(name)
-
-    return json.loads(text, parse_constant=no_constant)
-
-
 def _plain(v: Any) -> bool:
     try:
         json.dumps(v, allow_nan=False)
@@ -304,7 +297,7 @@ def upstream_cases(known: set[str]) -> list[dict[str, Any]]:  # noqa: C901 - one
         if not _plain(exp) or not _shape_ok(text, exp):
             continue
         try:
-            _strict(text)
+            strict_loads(text)
             continue  # already valid: nothing to repair
         except (ValueError, RecursionError):
             pass
@@ -450,7 +443,7 @@ def llm_cases(rng: random.Random) -> list[dict[str, Any]]:
             if broken is None or broken == text:
                 continue
             try:
-                _strict(broken)
+                strict_loads(broken)
                 continue
             except ValueError:
                 pass

@@ -41,7 +41,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from repair_sets import npm_tgz, write_cases
+from repair_sets import npm_tgz, strict_loads, write_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "repair_eval4"
@@ -100,16 +100,9 @@ def split_of(key: str) -> str:
     return "holdout" if int(hashlib.sha1(key.encode()).hexdigest(), 16) % 3 == 0 else "tune"
 
 
-def _strict(text: str) -> Any:
-    def no_constant(name: str) -> None:
-        raise ValueError(name)
-
-    return json.loads(text, parse_constant=no_constant)
-
-
 def _parses(text: str) -> bool:
     try:
-        _strict(text)
+        strict_loads(text)
     except (ValueError, RecursionError):
         return False
     return True
@@ -131,7 +124,7 @@ def minified(value: Any) -> str:
 
 def _value_of(text: str, a: int, b: int, new_content: str) -> Any:
     """The parsed value of ``text`` with the string token text[a:b] replaced by one holding ``new_content``."""
-    return _strict(text[:a] + json.dumps(new_content, ensure_ascii=False) + text[b:])
+    return strict_loads(text[:a] + json.dumps(new_content, ensure_ascii=False) + text[b:])
 
 
 # --- the six families --------------------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ WRAPPERS = [
 
 
 def wrapper(text: str, rng: random.Random) -> tuple[str, Any, bool] | None:
-    value = _strict(text)
+    value = strict_loads(text)
     kinds = [*WRAPPERS]
     mini = minified(value)
     if "'" not in mini and "\\" not in mini:
@@ -193,7 +186,7 @@ def missing_quote(text: str, rng: random.Random) -> tuple[str, Any, bool] | None
         out = text[: b - 1] + text[b:]
     # where the string ends is a guess when its text holds a separator or a bracket
     ambiguous = bool(re.search(r"[,:\[\]{}]", t[1:-1]))
-    return out, _strict(text), ambiguous
+    return out, strict_loads(text), ambiguous
 
 
 def brackets(text: str, rng: random.Random) -> tuple[str, Any, bool] | None:
@@ -208,10 +201,10 @@ def brackets(text: str, rng: random.Random) -> tuple[str, Any, bool] | None:
     if kind == "missing":
         out = text[:a] + text[a + 1 :]
         # inside a minified document the members after the cut could belong to either level
-        return out, _strict(text), mini and not last
+        return out, strict_loads(text), mini and not last
     if kind == "extra":
-        return text[:a] + t + text[a:], _strict(text), False
-    return text[:a] + ("}" if t == "]" else "]") + text[a + 1 :], _strict(text), False
+        return text[:a] + t + text[a:], strict_loads(text), False
+    return text[:a] + ("}" if t == "]" else "]") + text[a + 1 :], strict_loads(text), False
 
 
 def escape(text: str, rng: random.Random) -> tuple[str, Any, bool] | None:
@@ -261,7 +254,7 @@ def doubled_quote(text: str, rng: random.Random) -> tuple[str, Any, bool] | None
         out = text[:a] + '"' + text[a:]
     else:
         out = text[:b] + '"' + text[b:]
-    return out, _strict(text), False
+    return out, strict_loads(text), False
 
 
 MAKERS = {
@@ -289,7 +282,7 @@ def cases(rng: random.Random) -> list[dict[str, Any]]:
                     break
                 lic, path, text = rng.choice(docs)
                 form = "pretty" if rng.random() < 0.6 else "minified"
-                base = text if form == "pretty" else minified(_strict(text)) + "\n"
+                base = text if form == "pretty" else minified(strict_loads(text)) + "\n"
                 got = MAKERS[fam](base, rng)
                 if got is None:
                     continue

@@ -27,3 +27,12 @@ def write_cases(out: Path, cases: list[dict[str, Any]]) -> None:
     with gzip.open(out / "cases.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
         for c in cases:
             fh.write(json.dumps(c, ensure_ascii=False) + "\n")
+
+
+def strict_loads(text: str) -> Any:
+    """``json.loads`` that refuses ``NaN`` / ``Infinity`` (strict JSON, as the scorer reads an expected value)."""
+
+    def no_constant(name: str) -> None:
+        raise ValueError(name)
+
+    return json.loads(text, parse_constant=no_constant)
