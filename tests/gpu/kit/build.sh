@@ -13,8 +13,8 @@
 #   - the language server and its GPU tests: pygls, lsprotocol, cattrs, attrs, json-repair, pytest-lsp,
 #     pytest-asyncio, and pytest 9 with pluggy / iniconfig (pytest-asyncio 1.x needs a newer pytest than the image's).
 # Writes .kit/part1 ... .kit/partN (ignored), each with one piece and the manifest (sha256 of every piece).
-# KIT=0.33: vLLM 0.33.0 on torch 2.14.0 (FlashAttention-3 kept), unpacked, trimmed to Hopper and xz-compressed
-# (payload_033.sh says what it holds); writes .kit-0.33/part1 ... .kit-0.33/partN the same way.
+# KIT=0.33 / 0.34: vLLM 0.33.0 / 0.34.0 on torch 2.14.0 (FlashAttention-3 kept), unpacked, trimmed to Hopper and
+# xz-compressed (payload_torch214.sh says what it holds); writes .kit-$KIT/part1 ... .kit-$KIT/partN the same way.
 # Build cache: $KIT_WORK (default /tmp/dgemma-kit-build, /tmp/dgemma-kit-build-0.33; 0.26: ~300 MB download the
 # first time, seconds after; 0.33: ~1.8 GB download, minutes of compression each build).
 # PART_MB: the size of a piece; default: what the 64 MiB of one call leaves beside the travelling tree, less 2 MB.
@@ -26,12 +26,12 @@ KIT="${KIT:-0.26}"
 T0=$(date +%s)
 case "$KIT" in
 0.26) WORK="${KIT_WORK:-/tmp/dgemma-kit-build}" KITDIR="$ROOT/.kit" ;;
-0.33) WORK="${KIT_WORK:-/tmp/dgemma-kit-build-0.33}" KITDIR="$ROOT/.kit-0.33" ;;
-*) echo "KIT=$KIT: no such kit (0.26, 0.33)" >&2; exit 2 ;;
+0.33 | 0.34) WORK="${KIT_WORK:-/tmp/dgemma-kit-build-$KIT}" KITDIR="$ROOT/.kit-$KIT" ;;
+*) echo "KIT=$KIT: no such kit (0.26, 0.33, 0.34)" >&2; exit 2 ;;
 esac
 case "$WORK/" in "$ROOT"/*) echo "KIT_WORK must lie outside the tree (it would travel with every call)" >&2; exit 2 ;; esac
-if [ "$KIT" = 0.33 ]; then
-  WORK="$WORK" bash "$HERE/payload_033.sh" "$@"
+if [ "$KIT" != 0.26 ]; then
+  WORK="$WORK" KIT="$KIT" bash "$HERE/payload_torch214.sh" "$@"
   PAYLOAD="$WORK/kit.tar.xz"
 else
 VLLM_VERSION=0.26.0

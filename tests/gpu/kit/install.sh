@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # On the device: stage what this call carried, then (every piece staged and checked) unpack the kit and install it
-# into /tmp/site (KIT=0.33: /tmp/site-0.33, so both kits can sit on one warm machine). KIT=0.26 (default): the wheels, FlashAttention-3's kernels into vLLM's package. KIT=0.33: the
-# site tree (torch 2.14, vLLM 0.33 and the rest, unpacked at build time) straight from its xz tar.
+# into /tmp/site (KIT=0.33 / 0.34: /tmp/site-$KIT, so kits can sit side by side on one warm machine). KIT=0.26
+# (default): the wheels, FlashAttention-3's kernels into vLLM's package. KIT=0.33 / 0.34: the site tree (torch 2.14,
+# vLLM 0.33 or 0.34 and the rest, unpacked at build time) straight from its xz tar.
 # Idempotent while the machine is warm. Then `export PYTHONPATH=$SITE` (run_device.sh does) and check what
-# imports (0.33: check_kit033.py also runs sm_90 code of torch, cuDNN, vLLM and triton).
+# imports (0.33 / 0.34: check_kit_torch214.py also runs sm_90 code of torch, cuDNN, vLLM and triton).
 set -uo pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 KIT="${KIT:-0.26}"
 KP=/tmp/kp SITE=/tmp/site; [ "$KIT" = 0.26 ] || { KP="/tmp/kp-$KIT"; SITE="/tmp/site-$KIT"; }
 export SITE
 check() {
-  if [ "$KIT" = 0.33 ]; then PYTHONPATH=$SITE python3 "$D/check_kit033.py"; return $?; fi
+  if [ "$KIT" != 0.26 ]; then PYTHONPATH=$SITE python3 "$D/check_kit_torch214.py"; return $?; fi
   PYTHONPATH=$SITE python3 - <<'PY'
 import importlib, os, sys
 bad = []
@@ -34,7 +35,7 @@ if [ -f $SITE/.kit-installed ]; then
 fi
 bash "$D/stage.sh" || { echo "kit: not installed (pieces missing: stage them first, within ~30 s of each other)"; exit 3; }
 want=$(awk '$1 == "tar" {print $2}' "$KP/MANIFEST")
-if [ "$KIT" = 0.33 ]; then
+if [ "$KIT" != 0.26 ]; then
   s=$(date +%s)
   cat "$KP"/kit.part.* > /tmp/kit.tar.xz
   [ "$(sha256sum /tmp/kit.tar.xz | cut -d' ' -f1)" = "$want" ] || { echo "kit: joined tar does not match its sha256"; exit 3; }
@@ -44,8 +45,8 @@ if [ "$KIT" = 0.33 ]; then
          /tmp/kit.tar.xz | tar xf - -C $SITE; fi
   r=$?; rm -f /tmp/kit.tar.xz
   [ $r -eq 0 ] || { echo "kit: unpacking failed"; exit 3; }
-  echo "kit 0.33: unpacked $(du -sm $SITE | cut -f1) MB into $SITE in $(( $(date +%s) - s )) s"
-  check && echo 0.33 > $SITE/.kit-installed
+  echo "kit $KIT: unpacked $(du -sm $SITE | cut -f1) MB into $SITE in $(( $(date +%s) - s )) s"
+  check && echo "$KIT" > $SITE/.kit-installed
   exit $?
 fi
 cat "$KP"/kit.part.* > /tmp/kit.tar

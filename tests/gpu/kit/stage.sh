@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# On the device: park the kit pieces this call carried (.kit/part*/, or .kit-0.33/part*/ with KIT=0.33) in /tmp/kp
-# (/tmp/kp-0.33), where they survive to the next call while the machine stays warm (~30 s), check each against the
+# On the device: park the kit pieces this call carried (.kit/part*/, or .kit-$KIT/part*/ with KIT=0.33 or 0.34) in
+# /tmp/kp (/tmp/kp-$KIT), where they survive to the next call while the machine stays warm (~30 s), check each against the
 # manifest's sha256, and say at once which pieces are here and which are still missing.
 # Exit 0 when every piece is staged, 4 while some are missing, 2 when no manifest is known.
 set -uo pipefail
 KIT="${KIT:-0.26}"
 case "$KIT" in
 0.26) SRC=.kit KP=/tmp/kp ;;
-0.33) SRC=.kit-0.33 KP=/tmp/kp-0.33 ;;
-*) echo "kit: KIT=$KIT: no such kit (0.26, 0.33)"; exit 2 ;;
+0.33 | 0.34) SRC=".kit-$KIT" KP="/tmp/kp-$KIT" ;;
+*) echo "kit: KIT=$KIT: no such kit (0.26, 0.33, 0.34)"; exit 2 ;;
 esac
 mkdir -p "$KP"
 for d in "$SRC"/part*/; do

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The 0.33 kit's payload (build.sh runs it with KIT=0.33): vLLM 0.33.0 + torch 2.14.0 and what they need beyond the
-# H200 image, unpacked here into one site tree, trimmed to Hopper, in one xz tar: $WORK/kit.tar.xz.
+# The torch 2.14 kits' payload (build.sh runs it with KIT=0.33 or 0.34): vLLM 0.33.0 or 0.34.0 + torch 2.14.0 and what
+# they need beyond the device image, unpacked here into one site tree, trimmed to Hopper, in one xz tar:
+# $WORK/kit.tar.xz. 0.34.0 pins the same torch and names the same packages; it raises five floors the image (and
+# 0.33's pins) fall below: huggingface_hub >= 2.0 (the image has 1.33; hub 2 wants hf-xet >= 1.6), filelock >= 4.2.4,
+# tokenizers >= 0.23.3, and transformers < 5.23 with them (5.22.2, what pip resolves for 0.34 today; the image's 5.17
+# caps the hub below 2).
 #
 #   - torch 2.14.0 (cu130) with the libraries it pins newer than the image's torch 2.11: triton 3.8.0 (3.6.0 there),
 #     nvidia-cudnn-cu13 9.24.0.43 (9.19: torch refuses a runtime cuDNN older than the one it was built with),
@@ -23,7 +27,13 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${WORK:?}"
-VLLM_VERSION=0.33.0 TORCH_VERSION=2.14.0
+KIT="${KIT:-0.33}" TORCH_VERSION=2.14.0
+case "$KIT" in
+0.33) VLLM_VERSION=0.33.0 NEWER=() ;;
+0.34) VLLM_VERSION=0.34.0
+  NEWER=(huggingface_hub==2.4.0 hf-xet==1.8.0 filelock==4.3.2 tokenizers==0.23.3 transformers==5.22.2) ;;
+*) echo "payload: KIT=$KIT: no such kit (0.33, 0.34)" >&2; exit 2 ;;
+esac
 TORCH_PINS=(triton==3.8.0 nvidia-cudnn-cu13==9.24.0.43 nvidia-nccl-cu13==2.30.7 torchvision==0.29.0)
 VLLM_DEPS=(agent-detector==2.0.0 annotated-types==0.8.0 anthropic==2.16.0 apache-tvm-ffi==0.1.11 astor==0.8.1
   blake3==1.0.11 cachetools==8.0.2 cbor2==6.3.0 cffi==2.1.1 cryptography==50.0.2 depyf==0.20.0
@@ -57,7 +67,7 @@ t0=$(now)
 mkdir -p "$WORK/dl"
 # the wheel cache: pip skips what $WORK/dl already holds
 python3 -m pip download -q --no-deps "${TAGS[@]}" -d "$WORK/dl" "vllm==$VLLM_VERSION" "torch==$TORCH_VERSION" \
-  "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@" 2>&1 | quiet
+  "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${NEWER[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@" 2>&1 | quiet
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "payload: download failed" >&2; exit 1; }
 echo "payload: wheels in $WORK/dl ($(du -sh "$WORK/dl" | cut -f1)), $(( $(now) - t0 )) s"
 rm -rf "$WORK/wheels" "$WORK/site" && mkdir -p "$WORK/wheels" "$WORK/site"
@@ -65,7 +75,7 @@ VW="$WORK/dl/vllm-$VLLM_VERSION-cp38-abi3-manylinux_2_28_x86_64.whl"
 python3 "$HERE/strip_vllm_wheel.py" --keep vllm/vllm_flash_attn/_vllm_fa3_C "$VW" "$WORK/wheels/$(basename "$VW")"
 for w in "$WORK"/dl/*.whl; do [ "$w" = "$VW" ] || ln -s "$w" "$WORK/wheels/"; done
 # one wheel of each name (a re-run with other pins leaves older wheels in the cache): the pins decide
-want=("torch==$TORCH_VERSION" "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@")
+want=("torch==$TORCH_VERSION" "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${NEWER[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@")
 python3 -m pip install -q --no-index --no-deps --no-compile --ignore-requires-python "${TAGS[@]}" \
   --target "$WORK/site" --find-links "$WORK/wheels" "vllm==$VLLM_VERSION" "${want[@]}" 2>&1 | quiet
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "payload: install into the site tree failed" >&2; exit 1; }

@@ -1,8 +1,8 @@
-"""Checks an installed 0.33 kit: versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs,
+"""Checks an installed torch 2.14 kit (KIT=0.33 or 0.34): versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs,
 and FlashAttention-3 (the plugin's ``attention`` piece uses it: its kernels load and its op has the 37 arguments
 backend/vllm_attention.py passes).
 
-usage: PYTHONPATH=/tmp/site-0.33 python3 tests/gpu/kit/check_kit033.py [--cpu]
+usage: KIT=0.34 PYTHONPATH=/tmp/site-0.34 python3 tests/gpu/kit/check_kit_torch214.py [--cpu]
 
 install.sh runs it on the device after unpacking; ``--cpu`` (a machine without a GPU, e.g. where the kit is built)
 checks versions and imports only. Exit 1 with every failure listed.
@@ -11,10 +11,12 @@ checks versions and imports only. Exit 1 with every failure listed.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 
-WANT = {"torch": "2.14.0", "vllm": "0.33.0", "triton": "3.8.0"}
+KIT = os.environ.get("KIT", "0.33")
+WANT = {"torch": "2.14.0", "vllm": f"{KIT}.0", "triton": "3.8.0"}
 # LLM / AsyncLLM on the CUDA platform with TRITON_ATTN, both model runners, the DiffusionGemma model and its
 # sampler, fp8 / compressed-tensors checkpoints, and what our plugin and the GPU tests import
 MODULES = (
@@ -146,7 +148,7 @@ def main(argv: list[str]) -> int:
 
     where = torch.__file__.rsplit("/torch/", 1)[0]
     print(
-        f"kit 0.33: torch {torch.__version__} from {where}; "
+        f"kit {KIT}: torch {torch.__version__} from {where}; "
         + (f"MISSING: {'; '.join(bad)}" if bad else "all checks pass")
     )
     return 1 if bad else 0
