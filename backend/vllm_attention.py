@@ -45,10 +45,13 @@ class AttentionTuning:
     """One GPU's tiles. ``tiles``: head size -> (BLOCK_M query rows x heads, TILE_SIZE keys, num_warps, num_stages)
     for vLLM's kernel. ``wide``: (largest call in query rows or None for the rest, tiles), first match wins, for our
     head-512 kernel; its tiles are block_m rows (queries x the KV head's query heads), block_n keys, d_split programs
-    over the output columns, warps, stages, key-range splits per request (0 = enough to fill the GPU's SMs)."""
+    over the output columns, warps, stages, key-range splits per request (0 = enough to fill the GPU's SMs).
+    ``fa3_splits``: (largest call in query rows or None, FA3's key-range splits), first match wins; a small canvas
+    (32 rows) leaves most SMs idle with one split, a 256-row canvas fills them (absent: one split for every call)."""
 
     tiles: dict[int, tuple[int, int, int, int]]
     wide: tuple[tuple[int | None, WideTiles], ...]
+    fa3_splits: tuple[tuple[int | None, int], ...] = ((None, DEFAULT_FA3_SPLITS),)
 
 
 def config_path(device_name: str) -> Path:
@@ -66,11 +69,17 @@ def attention_tuning(device_name: str) -> AttentionTuning | None:
         raw = json.loads(path.read_text())
         tiles = {int(h): _ints(t, 4) for h, t in raw["tiles"].items()}
         wide = tuple((None if lim is None else int(lim), _ints(t, 6)) for lim, t in raw["wide"])
+        splits = tuple(
+            (None if lim is None else int(lim), _ints([n], 1)[0])
+            for lim, n in raw.get("fa3_splits", [[None, DEFAULT_FA3_SPLITS]])
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: not an attention tiles file ({e})") from e
     if not wide:
         raise ValueError(f"{path}: 'wide' lists no tiles")
-    return AttentionTuning(tiles, wide)
+    if not splits or any(not 1 <= n <= 64 for _, n in splits):
+        raise ValueError(f"{path}: 'fa3_splits' must list splits in 1..64")
+    return AttentionTuning(tiles, wide, splits)
 
 
 def _ints(t: Any, n: int) -> Any:
@@ -85,6 +94,14 @@ def wide_tiles_for(wide: tuple[tuple[int | None, WideTiles], ...], rows: int) ->
         if limit is None or rows <= limit:
             return tiles
     return wide[-1][1]
+
+
+def fa3_splits_for(splits: tuple[tuple[int | None, int], ...], rows: int) -> int:
+    """FA3's key-range splits for a call of ``rows`` query rows: the first item whose limit it fits, else the last."""
+    for limit, n in splits:
+        if limit is None or rows <= limit:
+            return n
+    return splits[-1][1]
 
 
 def fa3_available() -> bool:

@@ -1,4 +1,4 @@
-"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.26-0.33).
+"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.26-0.34).
 
 :func:`.vllm_plugin.register` registers this module's class by its dotted path; vLLM imports the module (and vLLM
 with it, at the top) when it resolves the backend in an engine process. The implementation, a subclass of vLLM's
@@ -36,6 +36,7 @@ from .vllm_attention import (
     fa3_canvas_attention,
     fa3_plans,
     fa3_rows,
+    fa3_splits_for,
     launch_canvas_attention,
     wide_tiles_for,
 )
@@ -101,18 +102,20 @@ class DGemmaTritonAttentionImpl(TritonAttentionImpl):
                 except AttributeError:  # a metadata class with slots: computed per layer
                     pass
             rows = kept["rows"]
+            # a graph holds one call size, so the splits (and the plans made with them) are fixed per graph
+            splits = fa3_splits_for(TUNING.fa3_splits, n) if TUNING else DEFAULT_FA3_SPLITS
             plans = None
             # only inside a CUDA graph capture: replays recompute them in the graph; in an eager step (prompt
             # prefill) making them cost the H200 ~20 ms of first-draft latency
             if torch.cuda.is_current_stream_capturing():
                 shape = (query.shape[1], key_cache.shape[1:], tuple(self.sliding_window), self.logits_soft_cap,
-                         md.block_table.shape[1], md.max_query_len)  # fmt: skip
+                         md.block_table.shape[1], md.max_query_len, splits)  # fmt: skip
                 plans = kept["plans"].get(shape)
                 if plans is None:
                     plans = fa3_plans(q=query, k=key_cache, cu_seqlens_q=md.query_start_loc, causal=md.causal,
                                       rows=rows, seqused_k=md.seq_lens, max_seqlen_q=md.max_query_len,
                                       block_table=md.block_table, window_size=self.sliding_window,
-                                      softcap=self.logits_soft_cap, num_splits=DEFAULT_FA3_SPLITS)  # fmt: skip
+                                      softcap=self.logits_soft_cap, num_splits=splits)  # fmt: skip
                     kept["plans"][shape] = plans
             fa3_canvas_attention(
                 q=query[:n],
@@ -128,7 +131,7 @@ class DGemmaTritonAttentionImpl(TritonAttentionImpl):
                 window_size=self.sliding_window,
                 block_table=md.block_table,
                 softcap=self.logits_soft_cap,
-                num_splits=DEFAULT_FA3_SPLITS,
+                num_splits=splits,
                 rows=rows,
                 plans=plans,
             )

@@ -65,7 +65,8 @@ def test_the_plugin_is_on_unless_switched_off() -> None:
     assert active_features(False, {}) == ALL_FEATURES
     on_native = {"attention", "draft_tap", "moe_config"}
     assert active_features(True, {}, "0.32.0+cpu") == active_features(True, {}, "0.33.0") == on_native
-    assert active_features(True, {}, "0.34.0") == {"moe_config"}  # vLLM internals they were not checked on
+    assert active_features(True, {}, "0.34.0") == on_native
+    assert active_features(True, {}, "0.35.0") == {"moe_config"}  # vLLM internals they were not checked on
     assert NATIVE_CHECKED_FEATURES == {"attention", "draft_tap"} and not NATIVE_CHECKED_FEATURES & OLD_VLLM_FEATURES
     assert SAMPLER_FEATURES < ALL_FEATURES and "attention" not in SAMPLER_FEATURES
 
@@ -102,7 +103,7 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options
     assert [k for k in m.sampling["extra_args"] if k.startswith("dgemma_")] == ["dgemma_draft_tap"]
     assert {"rng_seed", "entropy_bound"} <= set(m.unsupported)  # reported instead
-    later = detect_features("0.34.0")
+    later = detect_features("0.35.0")
     assert later.plugin_features == {"moe_config"} and not later.drafts
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=later)
     assert not any(k.startswith("dgemma_") for k in m.sampling["extra_args"])  # nothing that engine would read
@@ -279,8 +280,19 @@ def test_attention_tiles_are_per_gpu_data(tmp_path: Path, monkeypatch: pytest.Mo
     h200 = va.attention_tuning("NVIDIA H200")
     assert h200 is not None and h200.tiles == {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
     assert h200.wide == ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
+    assert h200.fa3_splits == ((None, 1),)  # no small-canvas rows measured there: one split for every call
     assert va.attention_tuning("NVIDIA A100-SXM4-80GB") is None
+    # the H100's small-canvas rows: a canvas-32 call gets the small wide tiles and 8 FA3 splits, a 256 one one split
+    h100 = va.attention_tuning("NVIDIA H100 80GB HBM3")
+    assert h100 is not None
+    assert va.wide_tiles_for(h100.wide, 32) == (64, 64, 2, 4, 1, 0) and va.wide_tiles_for(h100.wide, 256)[0] == 128
+    assert [va.fa3_splits_for(h100.fa3_splits, n) for n in (32, 128, 256, 1024)] == [8, 4, 1, 1]
     monkeypatch.setattr(va, "CONFIG_DIR", tmp_path)
     (tmp_path / "device_name=Broken_GPU.json").write_text('{"tiles": {"256": [32, 128]}, "wide": []}')
     with pytest.raises(ValueError, match="device_name=Broken_GPU.json"):
+        va.attention_tuning("Broken GPU")
+    (tmp_path / "device_name=Broken_GPU.json").write_text(
+        '{"tiles": {}, "wide": [[null, [64, 64, 2, 4, 1, 0]]], "fa3_splits": [[32, 0]]}'
+    )
+    with pytest.raises(ValueError, match="fa3_splits"):
         va.attention_tuning("Broken GPU")

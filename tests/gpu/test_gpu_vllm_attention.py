@@ -5,7 +5,8 @@ Both implementations are the real classes (ours subclasses vLLM's ``TritonAttent
 arguments and called with the same real ``TritonAttentionMetadata``; the attention layer, whose only part ``forward``
 reads is its q / k / v scales, is a stand-in (``ScalesOnlyLayer``). Shapes: DiffusionGemma 26B-A4B's sliding layers
 (head 256, window 1024: FA3, and with FA3 off our tiles for vLLM's kernel) and full layers (head 512: our head-512
-kernel), canvases of 256 over a ~1k context, bidirectional, causal and per-request flags (a commit beside canvases).
+kernel), canvases of 256 and 32 (a single-line suggestion: the small-canvas rows of the GPU's tiles file) over a ~1k
+context, bidirectional, causal and per-request flags (a commit beside canvases).
 Run by ``tests/gpu/run_device.sh attention`` (docs/gpu.md).
 """
 
@@ -22,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: run tests/gpu/run_device.sh"),
 ]
 
-QH, KVH, CANVAS, BLOCK = 16, 2, 256, 64
+QH, KVH, BLOCK = 16, 2, 64
 
 
 class ScalesOnlyLayer(SimpleNamespace):
@@ -51,7 +52,7 @@ def test_the_attention_piece_is_active_on_the_staged_vllm() -> None:
     from dgemma_lsp.backend import vllm_attention_backend as ab
 
     assert ab.FA3_OK, "FA3 does not load from the staged vLLM (the kit must carry _vllm_fa3_C)"
-    assert ab.TUNING is not None  # the shipped H200 tiles
+    assert ab.TUNING is not None  # the shipped tiles of this GPU (H200, H100)
     if native:  # 0.33 keeps is_quantized_kv_cache in vllm.v1.kv_cache_interface only
         assert ab.is_quantized_kv_cache.__module__ == "vllm.v1.kv_cache_interface"
 
@@ -84,10 +85,10 @@ def _metadata(causal, qlen: list[int], seqk: list[int], table: torch.Tensor, hea
     return TritonAttentionMetadata(**{k: v for k, v in (given | cascade).items() if k in fields})
 
 
-def _case(batch: int, head: int, seed: int):
+def _case(batch: int, head: int, seed: int, canvas: int):
     g = torch.Generator().manual_seed(seed)
     ctx = [1024 + 37 * i for i in range(batch)]  # contexts not on a block boundary
-    qlen = [CANVAS] * batch
+    qlen = [canvas] * batch
     seqk = [c + q for c, q in zip(ctx, qlen, strict=True)]
     per = [-(-s // BLOCK) for s in seqk]
     nblocks = sum(per) + 3
@@ -114,15 +115,16 @@ def _impls(head: int, window: int | None):
     return TritonAttentionImpl(**kw), DGemmaTritonAttentionImpl(**kw)
 
 
+@pytest.mark.parametrize("canvas", [256, 32])
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("path", ["fa3", "tiles", "wide"])
-def test_canvas_attention_matches_vllm_s_triton_attn(batch: int, path: str) -> None:
+def test_canvas_attention_matches_vllm_s_triton_attn(batch: int, path: str, canvas: int) -> None:
     head, window = (512, None) if path == "wide" else (256, 1024)
     vllm_impl, ours = _impls(head, window)
     if path == "tiles":
         ours._fa3 = False  # the sliding layers without FA3: vLLM's kernel with our tiles
     assert {"fa3": ours._fa3, "tiles": not ours._fa3 and ours._tiles is not None, "wide": ours._wide is not None}[path]
-    q, kv, qlen, seqk, table = _case(batch, head, seed=batch * 10 + head)
+    q, kv, qlen, seqk, table = _case(batch, head, seed=batch * 10 + head + canvas, canvas=canvas)
     layer = ScalesOnlyLayer()
     # per-request flags as the engine's DiffusionGemma model state hands them over: an int32 tensor
     per_request = (torch.arange(batch, device="cuda") % 2 == 0).to(torch.int32)
@@ -132,4 +134,6 @@ def test_canvas_attention_matches_vllm_s_triton_attn(batch: int, path: str) -> N
         want = vllm_impl.forward(layer, q, q, q, kv, md, torch.zeros_like(q))
         md = _metadata(causal, qlen, seqk, table, head)  # a fresh object: ours keeps per-step state on it
         got = ours.forward(layer, q, q, q, kv, md, torch.full_like(q, float("nan")))
-        torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2, msg=f"{path} causal={causal}")
+        torch.testing.assert_close(
+            got.float(), want.float(), atol=2e-2, rtol=2e-2, msg=f"{path} canvas {canvas} causal={causal}"
+        )
