@@ -59,6 +59,9 @@ install_shim() {
   chmod +x /tmp/dg/bin/dgemma-lsp
   export PATH="/tmp/dg/bin:$PATH"
   if [ -f "$SITE/.kit-installed" ]; then export PYTHONPATH="/tmp/dg:$SITE"; else export PYTHONPATH=/tmp/dg; fi
+  # CuTe DSL's packages sit beside its own .pth file, which a PYTHONPATH folder does not read (vLLM 0.34 imports
+  # `cutlass` at every engine's warm-up on CUDA)
+  [ -d "$SITE/nvidia_cutlass_dsl/dsl_packages" ] && export PYTHONPATH="$PYTHONPATH:$SITE/nvidia_cutlass_dsl/dsl_packages"
 }
 need_kit() { [ -f "$SITE/.kit-installed" ] || { echo "no kit $KIT in $SITE: run the stage/install calls first"; return 3; }; }
 # Every engine this call started must be gone when it ends (an orphaned engine keeps ~45 GB of GPU memory)

@@ -11,7 +11,9 @@ KIT="${KIT:-0.26}"
 KP=/tmp/kp SITE=/tmp/site; [ "$KIT" = 0.26 ] || { KP="/tmp/kp-$KIT"; SITE="/tmp/site-$KIT"; }
 export SITE
 check() {
-  if [ "$KIT" != 0.26 ]; then PYTHONPATH=$SITE python3 "$D/check_kit_torch214.py"; return $?; fi
+  if [ "$KIT" != 0.26 ]; then
+    PYTHONPATH="$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages" python3 "$D/check_kit_torch214.py"; return $?
+  fi
   PYTHONPATH=$SITE python3 - <<'PY'
 import importlib, os, sys
 bad = []
