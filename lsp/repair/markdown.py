@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from . import jsonc as _json
+from . import md_fences as _mdf
 from . import md_structure as _mds
 
 _BQ = re.compile(r"[ ]{0,3}>[ ]?")
@@ -72,6 +73,11 @@ def _strip_bq(line: str) -> tuple[str, str]:
         if not m:
             return line[:pos], line[pos:]
         pos = m.end()
+
+
+def _body(line: str) -> str:
+    """A line without its blockquote prefix."""
+    return _strip_bq(line)[1]
 
 
 def _indent(s: str) -> int:
@@ -342,10 +348,13 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
     for b in blocks:
         if b.kind != "fence":
             continue
-        j = _mds.fence_closer(lines, b, lambda ln: _strip_bq(ln)[1])
-        if j is None:
+        j = _mds.fence_closer(lines, b, _body)
+        if j is not None:
+            fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
+        elif (found := _mdf.fence_fix(text, lines, starts, b, _body, MdIssue)) is not None:
+            fix = found
+        else:
             continue
-        fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
         a, e, new = fix.edits[0]
         delta = len(new) - (e - a)
         before = _block_issues(text, [x for x in blocks if x.last < b.first], lines, starts)
@@ -382,12 +391,15 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             s0, e0 = line_span(b.first)
             open_col = lines[b.first].find(b.markup)
             if not b.closed:
-                # Close after the last non-blank line of the fence body (blank lines stay outside).
-                last = b.first
-                for j in range(b.last, b.first, -1):
-                    if _strip_bq(lines[j])[1].strip():
-                        last = j
-                        break
+                last = _mdf.unclosed_end(lines, b, _body)
+                if last == _mdf.AMBIGUOUS:
+                    # where the code ends is a guess: the problem is shown, with no repair
+                    issues.append(
+                        MdIssue(
+                            s0 + open_col, e0, "md.unclosed-fence", f"code fence {b.markup}{b.info} is never closed"
+                        )
+                    )
+                    continue
                 closer = b.prefix + b.markup
                 if last + 1 < nlines:
                     at = starts[last + 1]
@@ -429,7 +441,20 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base, width=hdr)
             reg = region(b.first, last)
             for i, cnt in enumerate(counts, start=b.first + 2):
-                if cnt < hdr:
+                gaps = _mds.merged_cells(lines[i]) if cnt < hdr else []
+                if gaps:
+                    # A | deleted between two cells leaves their spaces run together: put it back there when that
+                    # run is the only one and one cell is missing; otherwise where it went is a guess (no padding:
+                    # it would keep the merged cell)
+                    ln = lines[i]
+                    edits = [ed for ed in edits if not starts[i] <= ed[0] <= starts[i] + len(ln)]
+                    if len(gaps) == 1 and cnt == hdr - 1:
+                        edits.append((starts[i] + gaps[0], starts[i] + gaps[0], "|"))
+                    else:
+                        edits = []
+                        break
+            for i, cnt in enumerate(counts, start=b.first + 2):
+                if cnt < hdr and edits:
                     s, e = line_span(i)
                     issues.append(
                         MdIssue(

@@ -28,17 +28,31 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     * a line of one or two fence characters (``` `` ``` for `````): a closer that lost a keystroke, when the fence
       then runs to the end of the document or swallows a later fence's opener (a line with an info string);
     * for a fence that never closes, a bare fence line of its character shorter than the opener (````` ```` ````` opened,
-      ``` closed), skipping inner fences that open with an info string and close again (nested fences).
+      ``` closed), skipping inner fences that open with an info string and close again (nested fences);
+    * else a bare fence line of the other character (``` opened, ``~~~`` closed) when the fence never closes or
+      swallows a later fence's opener.
     """
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
     inner: list[int] = []
     shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
+    other: list[int] = []  # bare fence lines of the other character (``` opened, ~~~ closed), outside inner pairs
+    other_inner: list[int] = []
     for j in range(block.first + 1, end):
         m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
-        if not m or m.group(2)[0] != ch:
+        if not m:
             continue
         run, rest = len(m.group(2)), m.group(3).strip()
+        if m.group(2)[0] != ch:
+            if run < 3:
+                continue
+            if rest:
+                other_inner.append(run)
+            elif other_inner and run >= other_inner[-1]:
+                other_inner.pop()
+            elif not inner and (not block.closed or _opener_after(lines, j + 1, end, ch, strip)):
+                other.append(j)
+            continue
         if run < 3:
             swallows = _opener_after(lines, j + 1, end, ch, strip) or _left_open_after(lines, block.last + 1, ch, strip)
             if not rest and (not block.closed or swallows):
@@ -51,7 +65,7 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
         elif not block.closed and run < n:
             shorter.append((run, j))
     if not shorter:
-        return None
+        return other[0] if other else None
     # The longest of them (````` opened, an inner ``` pair, then ```` : one keystroke too many on the opener);
     # runs all alike: the first
     top = max(r for r, _ in shorter)
@@ -79,8 +93,9 @@ def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) ->
 def fence_issue(text: str, lines: list[str], starts: list[int], block: Block, j: int, issue_cls: type) -> MdIssue:
     """The edit that gives line ``j`` the opener's fence run (its indentation and prefix kept)."""
     line = lines[j]
-    k = line.find(block.markup[0])
-    run = len(line) - k - len(line[k:].lstrip(block.markup[0]))
+    m = re.search(r"`+|~+", line)
+    assert m is not None  # a fence line
+    k, run = m.start(), m.end() - m.start()
     at = starts[j] + k
     s0 = starts[block.first]
     return issue_cls(
@@ -153,7 +168,8 @@ def damaged_separator(header: str, second: str) -> str | None:
     separator at all. Alignment colons are kept when the cells still count as many as the header's."""
     from .markdown import split_cells
 
-    if not _SEP_CHARS.fullmatch(second) or second.count("-") < 3 or "|" not in second + header:
+    # one dash a cell is a separator too (| - | - |, as remark-lint's docs write it)
+    if not _SEP_CHARS.fullmatch(second) or "-" not in second or "|" not in second + header:
         return None
     width = len(split_cells(header))
     cells = _SEP_CELL.findall(second)
@@ -163,6 +179,15 @@ def damaged_separator(header: str, second: str) -> str | None:
     h = header.strip()
     lead, trail = h.startswith("|"), h.endswith("|")
     return indent + ("| " if lead else "") + " | ".join(cells) + (" |" if trail else "")
+
+
+_GAP = re.compile(r"(?<=[^\s|]) {2,}(?=[^\s|])")
+
+
+def merged_cells(row: str) -> list[int]:
+    """Offsets (in ``row``) where a ``|`` deleted between two cells would have been: the middle of each run of two
+    or more spaces between a cell's words."""
+    return [m.start() + (m.end() - m.start()) // 2 for m in _GAP.finditer(row)]
 
 
 # --- lists --------------------------------------------------------------------------------------------------------

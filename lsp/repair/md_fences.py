@@ -1,0 +1,190 @@
+"""Code fences whose closing line is gone, or whose opener lost a keystroke: where the code ends is judged by blank
+lines and what follows them (a heading, a list item, a sentence after code is prose), never by the end of the
+document alone.
+
+A fence whose closer was deleted runs on to the end of the document, or swallows the next fence's opener (a line
+with an info string cannot close it) and closes on that fence's closer. The repair inserts a closer after the last
+code line before the first such boundary; where the fence's language could hold what looks like prose (Markdown,
+plain text, no info; ``#`` comments in shell or Python), no repair is offered.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .markdown import Block, MdIssue
+
+AMBIGUOUS = -1  # :func:`code_end`'s answer when what follows the code could be code too
+
+_FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
+_CUT_OPENER = re.compile(r"([ \t]*)(`{1,2}|~{1,2})([A-Za-z0-9_+.#-]*)[ \t]*$")
+_PROSE = (
+    ("heading", re.compile(r" {0,3}#{1,6}[ \t]+\S")),
+    ("item", re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])[ \t]+[A-Za-z\[`*_]")),
+    ("quote", re.compile(r" {0,3}>[ \t]")),
+    ("table", re.compile(r" {0,3}\|.*\|[ \t]*$")),
+    ("ref", re.compile(r" {0,3}\[[^\]]+\]:[ \t]+\S")),
+    ("sentence", re.compile(r"[A-Z][a-z']*(?: [^\s;{}=<>()]+){2,}[.:!?]?[ \t]*$")),
+)
+_ANY = frozenset(k for k, _ in _PROSE)
+# fence languages in which a line of that kind may be code (or text that reads as prose)
+_MAY_BE_CODE = {
+    "": _ANY,
+    "text": _ANY,
+    "txt": _ANY,
+    "plaintext": _ANY,
+    "markdown": _ANY,
+    "md": _ANY,
+    "mdx": _ANY,
+    "diff": _ANY,
+    "yaml": {"heading", "item"},
+    "yml": {"heading", "item"},
+}
+_HASH_COMMENT = (
+    "sh bash shell console zsh fish python py toml ini dockerfile make makefile perl ruby rb r conf "
+    "powershell ps1 nginx properties"
+).split()
+for _lang in _HASH_COMMENT:
+    _MAY_BE_CODE[_lang] = {"heading"}
+
+
+def _prose_kind(line: str) -> str | None:
+    return next((kind for kind, rx in _PROSE if rx.match(line)), None)
+
+
+def swallowed_opener(lines: list[str], block: Block, strip: Callable[[str], str]) -> int | None:
+    """The first line inside the closed ``block`` that opens a fence of its run (an info string after it): the fence
+    lost its closer and runs on through the next fence's opener."""
+    if not block.closed:
+        return None
+    ch, n = block.markup[0], len(block.markup)
+    for j in range(block.first + 1, block.last):
+        m = _FENCE_LINE.match(strip(lines[j]))
+        if m and m.group(1)[0] == ch and len(m.group(1)) >= n and m.group(2).strip():
+            return j
+    return None
+
+
+def code_end(lines: list[str], block: Block, strip: Callable[[str], str], stop: int) -> int | None:
+    """The last code line of ``block`` before line ``stop`` (a swallowed opener, or the end of what the fence
+    holds): the line before the first prose after a blank line. :data:`AMBIGUOUS` when the fence's language could
+    hold that line or there is no code before it; None when no prose follows (the code runs on to ``stop``)."""
+    info = block.info.split()[0].lower() if block.info else ""
+    maybe = _MAY_BE_CODE.get(info, frozenset())
+    opener = strip(lines[block.first])
+    base = len(opener) - len(opener.lstrip(" "))  # a fence in a list item: its lines are indented as far
+    boundary = None
+    for j in range(block.first + 2, stop):
+        body = strip(lines[j])
+        if not body.strip() or strip(lines[j - 1]).strip():
+            continue
+        kind = _prose_kind(body[base:] if body[:base].isspace() else body)
+        if kind is None:
+            continue
+        if kind in maybe:
+            return AMBIGUOUS
+        boundary = j
+        break
+    if boundary is None:
+        return None
+    last = next((k for k in range(boundary - 1, block.first, -1) if strip(lines[k]).strip()), None)
+    return AMBIGUOUS if last is None else last
+
+
+def cut_opener(lines: list[str], block: Block, strip: Callable[[str], str]) -> int | None:
+    """The line above the bare fence ``block`` that was its opener before a keystroke cut it to one or two fence
+    characters (``` ``js ```): the fence below is then that code's closer, opening a fence of its own that swallows
+    the rest. Searched back to the previous fence line."""
+    if block.info:
+        return None
+    ch = block.markup[0]
+    for j in range(block.first - 1, max(-1, block.first - 200), -1):
+        body = strip(lines[j])
+        if _FENCE_LINE.match(body):
+            return None
+        m = _CUT_OPENER.match(body)
+        if m and m.group(2)[0] == ch and len(m.group(2)) == len(block.markup) - 1:
+            return j
+    return None
+
+
+def unclosed_end(lines: list[str], block: Block, strip: Callable[[str], str]) -> int:
+    """The line after which the never-closed ``block`` closes: where its code ends, else its last non-blank line
+    (blank lines stay outside); :data:`AMBIGUOUS` when what follows the code could be code too."""
+    last = code_end(lines, block, strip, block.last + 1)
+    if last is not None:
+        return last
+    return next((k for k in range(block.last, block.first, -1) if strip(lines[k]).strip()), block.first)
+
+
+def closer_insert(
+    text: str, lines: list[str], starts: list[int], block: Block, last: int, issue_cls: type, why: str
+) -> MdIssue:
+    """The issue that closes ``block`` after line ``last`` (its code's last line)."""
+    at = starts[last + 1] if last + 1 < len(starts) else len(text)
+    nl = "\r\n" if text[at - 2 : at] == "\r\n" else "\n"
+    ins = block.prefix + block.markup + nl if last + 1 < len(starts) else nl + block.prefix + block.markup
+    s0 = starts[block.first]
+    return issue_cls(
+        s0,
+        s0 + len(lines[block.first]),
+        "md.unclosed-fence",
+        f"code fence {block.markup}{block.info} is never closed: {why}",
+        "markdown",
+        [(at, at, ins)],
+        (s0, at),
+    )
+
+
+def opener_issue(lines: list[str], starts: list[int], block: Block, j: int, issue_cls: type) -> MdIssue:
+    """The issue that gives the cut opener on line ``j`` the fence run of the closer below it."""
+    m = re.search(r"`+|~+", lines[j])
+    assert m is not None  # a cut opener
+    at = starts[j] + m.start()
+    run = m.end() - m.start()
+    return issue_cls(
+        starts[j],
+        starts[j] + len(lines[j]),
+        "md.fence-opener",
+        f"this line lost a fence character: it was meant to open the code closed by line {block.first + 1}",
+        "markdown",
+        [(at, at + run, block.markup)],
+        (starts[j], starts[block.first] + len(lines[block.first])),
+    )
+
+
+def fence_fix(
+    text: str, lines: list[str], starts: list[int], block: Block, strip: Callable[[str], str], issue_cls: type
+) -> MdIssue | None:
+    """A repair of a fence that closes in the wrong place (see the module's docstring), or None."""
+    swallowed = swallowed_opener(lines, block, strip)
+    if block.closed and swallowed is None:
+        return None
+    stop = swallowed if swallowed is not None else block.last + 1
+    if not any(strip(lines[k]).strip() for k in range(block.first + 1, stop)) or _starts_with_prose(
+        lines, block, strip, stop
+    ):
+        j = cut_opener(lines, block, strip)
+        if j is not None:
+            return opener_issue(lines, starts, block, j, issue_cls)
+        return None
+    last = code_end(lines, block, strip, stop)
+    if last == AMBIGUOUS:
+        return None
+    if last is None:
+        if swallowed is None:
+            return None  # runs to the end of the document: the unclosed-fence check closes it there
+        last = next(k for k in range(swallowed - 1, block.first, -1) if strip(lines[k]).strip())
+        return closer_insert(text, lines, starts, block, last, issue_cls, "it swallows the next fence's opener")
+    return closer_insert(text, lines, starts, block, last, issue_cls, "closed where its code ends")
+
+
+def _starts_with_prose(lines: list[str], block: Block, strip: Callable[[str], str], stop: int) -> bool:
+    """Whether the fence's first non-blank line, after a blank one, reads as prose (the fence line is really a
+    closer whose opener was cut)."""
+    first = next((k for k in range(block.first + 1, stop) if strip(lines[k]).strip()), None)
+    return first is not None and first > block.first + 1 and _prose_kind(strip(lines[first])) is not None
