@@ -357,7 +357,8 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
             continue
         a, e, new = fix.edits[0]
         delta = len(new) - (e - a)
-        before = _block_issues(text, [x for x in blocks if x.last < b.first], lines, starts)
+        top = min(b.first, _line_at(starts, a))  # a cut opener's repair lies above the fence
+        before = _block_issues(text, [x for x in blocks if x.last < top], lines, starts)
         after = []
         for i in find_markdown_issues(text[:a] + new + text[e:]):
             if i.start > a + len(new) and all(x >= a + len(new) for ed in i.edits for x in ed[:2]):
@@ -370,7 +371,7 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                         region=(i.region[0] - delta, i.region[1] - delta),
                     )
                 )
-        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[b.first]]
+        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[top]]
         return sorted(before + lists + [fix] + after, key=lambda i: i.start)
     issues = _block_issues(text, blocks, lines, starts) + _mds.list_issues(text, lines, starts, MdIssue)
     return sorted(issues, key=lambda i: i.start)

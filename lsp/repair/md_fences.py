@@ -28,7 +28,10 @@ _PROSE = (
     ("quote", re.compile(r" {0,3}>[ \t]")),
     ("table", re.compile(r" {0,3}\|.*\|[ \t]*$")),
     ("ref", re.compile(r" {0,3}\[[^\]]+\]:[ \t]+\S")),
-    ("sentence", re.compile(r"[A-Z][a-z']*(?: [^\s;{}=<>()]+){2,}[.:!?]?[ \t]*$")),
+    ("hr", re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")),
+    ("html", re.compile(r" {0,3}<[A-Za-z/!]")),
+    # a capitalised sentence of three words or more, with no code punctuation
+    ("sentence", re.compile(r"[A-Z][a-z']*(?: [^\s;{}=]+){2,}[ \t]*$")),
 )
 _ANY = frozenset(k for k, _ in _PROSE)
 # fence languages in which a line of that kind may be code (or text that reads as prose)
@@ -41,11 +44,23 @@ _MAY_BE_CODE = {
     "md": _ANY,
     "mdx": _ANY,
     "diff": _ANY,
-    "yaml": {"heading", "item"},
-    "yml": {"heading", "item"},
+    "console": _ANY,  # a session's output is text
+    "shell-session": _ANY,
+    "output": _ANY,
+    "html": {"html"},
+    "xml": {"html"},
+    "svg": {"html"},
+    "vue": {"html"},
+    "svelte": {"html"},
+    "jsx": {"html"},
+    "tsx": {"html"},
+    "js": {"html"},
+    "javascript": {"html"},
+    "yaml": {"heading", "item", "hr"},
+    "yml": {"heading", "item", "hr"},
 }
 _HASH_COMMENT = (
-    "sh bash shell console zsh fish python py toml ini dockerfile make makefile perl ruby rb r conf "
+    "sh bash shell zsh fish python py toml ini dockerfile make makefile perl ruby rb r conf "
     "powershell ps1 nginx properties"
 ).split()
 for _lang in _HASH_COMMENT:
@@ -118,7 +133,8 @@ def unclosed_end(lines: list[str], block: Block, strip: Callable[[str], str]) ->
     last = code_end(lines, block, strip, block.last + 1)
     if last is not None:
         return last
-    return next((k for k in range(block.last, block.first, -1) if strip(lines[k]).strip()), block.first)
+    # an empty fence at the end is more likely a displaced closer than code yet to be written
+    return next((k for k in range(block.last, block.first, -1) if strip(lines[k]).strip()), AMBIGUOUS)
 
 
 def closer_insert(
@@ -179,6 +195,11 @@ def fence_fix(
         if swallowed is None:
             return None  # runs to the end of the document: the unclosed-fence check closes it there
         last = next(k for k in range(swallowed - 1, block.first, -1) if strip(lines[k]).strip())
+        if strip(lines[last]).rstrip().endswith(":") and not strip(lines[last - 1]).strip():
+            # one line ending in ':' after a blank line introduces the next fence: the code ended above it
+            last = next((k for k in range(last - 1, block.first, -1) if strip(lines[k]).strip()), AMBIGUOUS)
+            if last == AMBIGUOUS:
+                return None
         return closer_insert(text, lines, starts, block, last, issue_cls, "it swallows the next fence's opener")
     return closer_insert(text, lines, starts, block, last, issue_cls, "closed where its code ends")
 

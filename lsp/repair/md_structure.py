@@ -12,6 +12,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .md_fences import swallowed_opener
+
 if TYPE_CHECKING:
     from .markdown import Block, MdIssue
 
@@ -27,13 +29,15 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
 
     * a line of one or two fence characters (``` `` ``` for `````): a closer that lost a keystroke, when the fence
       then runs to the end of the document or swallows a later fence's opener (a line with an info string);
-    * for a fence that never closes, a bare fence line of its character shorter than the opener (````` ```` ````` opened,
+    * for a fence that never closes (or swallows a later opener of its run), a bare fence line of its character
+      shorter than the opener (````` ```` ````` opened,
       ``` closed), skipping inner fences that open with an info string and close again (nested fences);
     * else a bare fence line of the other character (``` opened, ``~~~`` closed) when the fence never closes or
       swallows a later fence's opener.
     """
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
+    swallowed = swallowed_opener(lines, block, strip)  # type: ignore[arg-type]
     inner: list[int] = []
     shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
     other: list[int] = []  # bare fence lines of the other character (``` opened, ~~~ closed), outside inner pairs
@@ -62,14 +66,18 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
             inner.append(run)
         elif inner and run >= inner[-1]:
             inner.pop()
-        elif not block.closed and run < n:
+        elif run < n and (not block.closed or (swallowed is not None and j < swallowed)):
             shorter.append((run, j))
     if not shorter:
         return other[0] if other else None
     # The longest of them (````` opened, an inner ``` pair, then ```` : one keystroke too many on the opener);
-    # runs all alike: the first
+    # runs all alike: the first, except in a Markdown example, which holds bare inner pairs before its closer (the
+    # last of an odd count; an even count is pairs only)
     top = max(r for r, _ in shorter)
-    return next(j for r, j in shorter if r == top)
+    tops = [j for r, j in shorter if r == top]
+    if len(tops) == len(shorter) and block.info.split()[:1] in (["markdown"], ["md"]):
+        return tops[-1] if len(tops) % 2 else None
+    return tops[0]
 
 
 def _left_open_after(lines: list[str], lo: int, ch: str, strip: object) -> bool:
