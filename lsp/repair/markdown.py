@@ -345,23 +345,26 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
     """Every structure problem of a Markdown document with its repair, in document order. After a fence closed by
     the wrong line, the rest is read as if that line were repaired (so later fences are not read inside out)."""
     blocks, lines, starts = scan_blocks(text)
-    for b in blocks:
+    for k, b in enumerate(blocks):
         if b.kind != "fence":
             continue
         j = _mds.fence_closer(lines, b, _body)
         if j is not None:
             fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
+        elif (found := _mdf.nested_fix(lines, starts, blocks, k, _body, MdIssue)) is not None:
+            fix = found
         elif (found := _mdf.fence_fix(text, lines, starts, b, _body, MdIssue)) is not None:
             fix = found
         else:
             continue
-        a, e, new = fix.edits[0]
-        delta = len(new) - (e - a)
+        a = fix.edits[0][0]
+        delta = sum(len(new) - (y - x) for x, y, new in fix.edits)
+        hi = fix.edits[-1][1] + delta  # the end of the last edit in the repaired text
         top = min(b.first, _line_at(starts, a))  # a cut opener's repair lies above the fence
         before = _block_issues(text, [x for x in blocks if x.last < top], lines, starts)
         after = []
-        for i in find_markdown_issues(text[:a] + new + text[e:]):
-            if i.start > a + len(new) and all(x >= a + len(new) for ed in i.edits for x in ed[:2]):
+        for i in find_markdown_issues(_mdf.apply(text, fix.edits)):
+            if i.start > hi and all(x >= hi for ed in i.edits for x in ed[:2]):
                 after.append(
                     replace(
                         i,

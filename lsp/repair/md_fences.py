@@ -30,8 +30,9 @@ _PROSE = (
     ("ref", re.compile(r" {0,3}\[[^\]]+\]:[ \t]+\S")),
     ("hr", re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")),
     ("html", re.compile(r" {0,3}<[A-Za-z/!]")),
-    # a capitalised sentence of three words or more, with no code punctuation
-    ("sentence", re.compile(r"[A-Z][a-z']*(?: [^\s;{}=]+){2,}[ \t]*$")),
+    # a capitalised sentence (bold or emphasised, too) of three words or more, or two before a colon, with no code
+    # punctuation
+    ("sentence", re.compile(r"(?:\*\*|__|\*|_)?[A-Z][a-z']*[:*_]*(?:(?: [^\s;{}=]+){2,}| [^\s;{}=]+:)[ \t]*$")),
 )
 _ANY = frozenset(k for k, _ in _PROSE)
 # fence languages in which a line of that kind may be code (or text that reads as prose)
@@ -65,6 +66,13 @@ _HASH_COMMENT = (
 ).split()
 for _lang in _HASH_COMMENT:
     _MAY_BE_CODE[_lang] = {"heading"}
+
+
+def apply(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """``text`` with the (sorted, disjoint) edits applied."""
+    for a, e, new in reversed(edits):
+        text = text[:a] + new + text[e:]
+    return text
 
 
 def _prose_kind(line: str) -> str | None:
@@ -178,15 +186,16 @@ def fence_fix(
 ) -> MdIssue | None:
     """A repair of a fence that closes in the wrong place (see the module's docstring), or None."""
     swallowed = swallowed_opener(lines, block, strip)
-    if block.closed and swallowed is None:
-        return None
     stop = swallowed if swallowed is not None else block.last + 1
-    if not any(strip(lines[k]).strip() for k in range(block.first + 1, stop)) or _starts_with_prose(
-        lines, block, strip, stop
-    ):
+    prose_first = _starts_with_prose(lines, block, strip, stop)
+    if not block.closed or swallowed is not None or prose_first:
+        # a line of one or two fence characters above: this fence line closed that code
         j = cut_opener(lines, block, strip)
         if j is not None:
             return opener_issue(lines, starts, block, j, issue_cls)
+    if block.closed and swallowed is None:
+        return None
+    if prose_first or not any(strip(lines[k]).strip() for k in range(block.first + 1, stop)):
         return None
     last = code_end(lines, block, strip, stop)
     if last == AMBIGUOUS:
@@ -209,3 +218,43 @@ def _starts_with_prose(lines: list[str], block: Block, strip: Callable[[str], st
     closer whose opener was cut)."""
     first = next((k for k in range(block.first + 1, stop) if strip(lines[k]).strip()), None)
     return first is not None and first > block.first + 1 and _prose_kind(strip(lines[first])) is not None
+
+
+def nested_fix(
+    lines: list[str], starts: list[int], blocks: list[Block], k: int, strip: Callable[[str], str], issue_cls: type
+) -> MdIssue | None:
+    """A Markdown example fence written with the run of the fence it holds (```markdown around ```js ... ```): the
+    inner fence's opener is swallowed (or, bare, closes the example), and the example's own closer then opens or
+    closes an empty fence. The repair lengthens the example's opener and closer by one character."""
+    f = blocks[k]
+    if not f.closed or f.info.split()[:1] not in (["markdown"], ["md"]):
+        return None
+    ch, n = f.markup[0], len(f.markup)
+    if swallowed_opener(lines, f, strip) is not None:
+        d = f.last + 1  # the example's closer, right after the inner fence's
+    else:
+        g = next((x for x in blocks[k + 1 :] if x.kind == "fence"), None)
+        if g is None or not g.closed or g.last != g.first + 1 or g.info or g.markup[0] != ch:
+            return None
+        if any(not strip(lines[j]).strip() for j in range(f.last + 1, g.first)):
+            return None
+        d = g.last
+    m = _FENCE_LINE.match(strip(lines[d])) if d < len(lines) else None
+    if m is None or m.group(1)[0] != ch or len(m.group(1)) < n or m.group(2).strip():
+        return None
+    want = ch * max(n + 1, len(m.group(1)))
+    edits = []
+    for j in (f.first, d):
+        run = re.search(r"`+|~+", lines[j])
+        assert run is not None  # a fence line
+        if run.end() - run.start() < len(want):
+            edits.append((starts[j] + run.start(), starts[j] + run.end(), want))
+    return issue_cls(
+        starts[f.first],
+        starts[f.first] + len(lines[f.first]),
+        "md.fence-nested",
+        f"this Markdown example holds a fence of its own run ({f.markup}): it needs {want}",
+        "markdown",
+        edits,
+        (starts[f.first], starts[d] + len(lines[d])),
+    )

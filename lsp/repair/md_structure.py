@@ -222,22 +222,29 @@ def _suspect_lists(lines: list[str]) -> bool:
     nor all equal, or an item one space left of the item above it. Documents with none of these have none of
     the list problems."""
     bullets: set[str] = set()
-    nums: list[int] = []
+    nums: dict[int, list[int]] = {}  # numbers of the ordered items at each indentation, since the list began
     seen: set[int] = set()  # item indentations since the list began
+
+    def odd(ns: list[int]) -> bool:
+        return len(set(ns)) > 1 and ns != list(range(ns[0], ns[0] + len(ns)))
+
     for line in [*lines, "end"]:
         m = _ANY_ITEM.match(line)
         if m is None:
             if line.strip() and not line[:1].isspace():  # a paragraph at column 0 ends the list
-                if len(set(nums)) > 1 and nums != list(range(nums[0], nums[0] + len(nums))):
+                if any(odd(ns) for ns in nums.values()):
                     return True
-                nums = []
+                nums = {}
                 seen = set()
             continue
         ind = len(m.group(1))
+        for deeper in [d for d in nums if d > ind]:  # an item left of a nested list ends that list
+            if odd(nums.pop(deeper)):
+                return True
         if m.group(2):
             bullets.add(m.group(2))
-        elif ind == 0:
-            nums.append(int(m.group(3)))
+        else:
+            nums.setdefault(ind, []).append(int(m.group(3)))
         if len(bullets) > 1 or (ind >= 1 and ind + 1 in seen):
             return True
         seen.add(ind)
