@@ -435,6 +435,21 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             continue
         base = _list_base(lines, b.first)
         if b.kind == "table":
+            glued = _glued_row(lines, b, base)
+            if glued is not None:
+                at = starts[glued]
+                nl = "\r\n" if text[at - 2 : at] == "\r\n" else "\n"
+                issues.append(
+                    MdIssue(
+                        *line_span(glued),
+                        "md.table-glued",
+                        "no blank line between this table and the table below it: it is read as rows of this one",
+                        "markdown",
+                        [(at, at, b.prefix.rstrip() + nl)],
+                        region(b.first, glued),
+                    )
+                )
+                continue  # the rows below belong to what follows: judged once it is split off
             style = _mds.table_issues(text, lines, starts, b, MdIssue)
             issues += style
             last = b.first + _mds.table_rows(lines, b) - 1
@@ -474,6 +489,12 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
         else:  # pipes without a separator row (or with one of the wrong width)
             reg = region(b.first, b.last)
             second = _row_body(lines[b.first + 1], base)[1]
+            if _is_delim(_row_body(lines[b.first], base)[1]):
+                # rows under a separator row with no header: one that lost its leading | is indented code above
+                fix = _header_pipe(lines, starts, b, base)
+                if fix is not None:
+                    issues.append(fix)
+                continue
             if _is_delim(second):
                 edits, _ = table_edits(text, lines, starts, b.first, b.last, has_sep=True, base=base)
                 s, e = line_span(b.first + 1)
@@ -518,6 +539,42 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
                     )
                 )
     return issues
+
+
+def _header_pipe(lines: list[str], starts: list[int], b: Block, base: int) -> MdIssue | None:
+    """The header above the separator row that starts ``b``, when losing its leading ``|`` left it indented four
+    columns or more (an indented code line) with as many cells as the separator."""
+    if b.first == 0:
+        return None
+    above = lines[b.first - 1]
+    col, body = _row_body(above, base)
+    sep = _row_body(lines[b.first], base)[1]
+    if _indent(body) < 4 or not sep.lstrip().startswith("|") or not body.rstrip().endswith("|"):
+        return None
+    if len(split_cells(body)) != len(split_cells(sep)):
+        return None
+    at = starts[b.first - 1] + col
+    return MdIssue(
+        starts[b.first - 1],
+        starts[b.first - 1] + len(above),
+        "md.table-pipe-style",
+        "this table header lost its leading | (the rows below have one): it reads as indented code",
+        "markdown",
+        [(at, at, "|")],
+        (starts[b.first - 1], starts[b.last] + len(lines[b.last])),
+    )
+
+
+def _glued_row(lines: list[str], b: Block, base: int) -> int | None:
+    """The first line of a second table glued to the table ``b`` by a lost blank line: a body row with a separator
+    row under it. (A paragraph line glued under a table is left alone: GFM reads it as one more row, and documents
+    show that on purpose, as markdownlint's MD055 / MD058 examples do.)"""
+    rows = _mds.table_rows(lines, b)
+    for r in range(b.first + 2, b.first + rows - 1):
+        row, nxt = _row_body(lines[r], base)[1], _row_body(lines[r + 1], base)[1]
+        if _is_delim(nxt) and len(split_cells(row)) == len(split_cells(nxt)):
+            return r
+    return None
 
 
 def _line_at(starts: list[int], pos: int) -> int:

@@ -75,7 +75,8 @@ def apply(text: str, edits: list[tuple[int, int, str]]) -> str:
     return text
 
 
-def _prose_kind(line: str) -> str | None:
+def prose_kind(line: str) -> str | None:
+    """What Markdown prose ``line`` reads as (heading, item, sentence, ...), or None."""
     return next((kind for kind, rx in _PROSE if rx.match(line)), None)
 
 
@@ -105,7 +106,7 @@ def code_end(lines: list[str], block: Block, strip: Callable[[str], str], stop: 
         body = strip(lines[j])
         if not body.strip() or strip(lines[j - 1]).strip():
             continue
-        kind = _prose_kind(body[base:] if body[:base].isspace() else body)
+        kind = prose_kind(body[base:] if body[:base].isspace() else body)
         if kind is None:
             continue
         if kind in maybe:
@@ -217,7 +218,7 @@ def _starts_with_prose(lines: list[str], block: Block, strip: Callable[[str], st
     """Whether the fence's first non-blank line, after a blank one, reads as prose (the fence line is really a
     closer whose opener was cut)."""
     first = next((k for k in range(block.first + 1, stop) if strip(lines[k]).strip()), None)
-    return first is not None and first > block.first + 1 and _prose_kind(strip(lines[first])) is not None
+    return first is not None and first > block.first + 1 and prose_kind(strip(lines[first])) is not None
 
 
 def nested_fix(
