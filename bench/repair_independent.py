@@ -66,10 +66,11 @@ async def dgemma(text: str, lang: str) -> str | None:
 def _cold() -> None:
     """Empty the parse caches, so a repeated run times the whole work again."""
     from dgemma_lsp.lsp import diagnostics
-    from dgemma_lsp.lsp.repair import jsonc, jsonc_parser, keystroke, md_structure, validate
+    from dgemma_lsp.lsp.repair import jsonc, jsonc_parser, keystroke, markdown, md_structure, validate
 
     for fn in (jsonc_parser.parse, jsonc.fast_valid, md_structure._parse, validate.nesting_misfits, validate._pairs):
         fn.cache_clear()
+    markdown._find.cache_clear()
     jsonc.strict_error.cache_clear()
     jsonc_parser._brackets_after.cache_clear()
     keystroke.shape_of.cache_clear()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from . import jsonc as _json
 from . import md_fences as _mdf
@@ -344,6 +345,17 @@ def _list_base(lines: list[str], first: int) -> int:
 def find_markdown_issues(text: str) -> list[MdIssue]:
     """Every structure problem of a Markdown document with its repair, in document order. After a fence closed by
     the wrong line, the rest is read as if that line were repaired (so later fences are not read inside out)."""
+    return list(_find(text))
+
+
+@lru_cache(maxsize=16)
+def _find(text: str) -> tuple[MdIssue, ...]:
+    """:func:`find_markdown_issues`, cached: one fix reads the same texts several times (diagnostics, the repair,
+    its validation, the server's last check)."""
+    return tuple(_find_issues(text))
+
+
+def _find_issues(text: str) -> list[MdIssue]:
     blocks, lines, starts = scan_blocks(text)
     for k, b in enumerate(blocks):
         if b.kind != "fence":
