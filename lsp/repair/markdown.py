@@ -563,7 +563,7 @@ def _header_pipe(lines: list[str], starts: list[int], b: Block, base: int) -> Md
     sep = _row_body(lines[b.first], base)[1]
     if _indent(body) < 4 or not sep.lstrip().startswith("|") or not body.rstrip().endswith("|"):
         return None
-    if len(split_cells(body)) != len(split_cells(sep)):
+    if len(split_cells("|" + body)) != len(split_cells(sep)):
         return None
     at = starts[b.first - 1] + col
     return MdIssue(

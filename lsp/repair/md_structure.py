@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from .md_fences import swallowed_opener
 
 if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
     from .markdown import Block, MdIssue
 
 MAX_LIST_PARSE = 200_000
@@ -193,9 +195,9 @@ _GAP = re.compile(r"(?<=[^\s|]) {2,}(?=[^\s|])")
 
 
 def merged_cells(row: str) -> list[int]:
-    """Offsets (in ``row``) where a ``|`` deleted between two cells would have been: the middle of each run of two
-    or more spaces between a cell's words."""
-    return [m.start() + (m.end() - m.start()) // 2 for m in _GAP.finditer(row)]
+    """Offsets (in ``row``) where a ``|`` deleted between two cells would have been: in each run of two or more
+    spaces between a cell's words, one space before the next word (aligned tables pad a cell after its text)."""
+    return [m.end() - 1 for m in _GAP.finditer(row)]
 
 
 # --- lists --------------------------------------------------------------------------------------------------------
@@ -258,7 +260,7 @@ def _parse(text: str) -> list:
 
 
 @lru_cache(maxsize=1)
-def _block_parser():  # type: ignore[no-untyped-def]
+def _block_parser() -> MarkdownIt:
     """CommonMark without the inline pass: the list checks read block tokens only (a third of the parse time)."""
     from markdown_it import MarkdownIt
 
