@@ -189,11 +189,12 @@ def fence_fix(
     swallowed = swallowed_opener(lines, block, strip)
     stop = swallowed if swallowed is not None else block.last + 1
     prose_first = _starts_with_prose(lines, block, strip, stop)
-    if not block.closed or swallowed is not None or prose_first:
-        # a line of one or two fence characters above: this fence line closed that code
-        j = cut_opener(lines, block, strip)
-        if j is not None:
-            return opener_issue(lines, starts, block, j, issue_cls)
+    # a line of one or two fence characters above: this fence line closed that code
+    j = cut_opener(lines, block, strip)
+    if j is not None and (
+        not block.closed or swallowed is not None or prose_first or _leaves_open(lines, block, strip)
+    ):
+        return opener_issue(lines, starts, block, j, issue_cls)
     if block.closed and swallowed is None:
         return None
     if prose_first or not any(strip(lines[k]).strip() for k in range(block.first + 1, stop)):
@@ -212,6 +213,21 @@ def fence_fix(
                 return None
         return closer_insert(text, lines, starts, block, last, issue_cls, "it swallows the next fence's opener")
     return closer_insert(text, lines, starts, block, last, issue_cls, "closed where its code ends")
+
+
+def left_open_after(lines: list[str], lo: int, ch: str, strip: Callable[[str], str]) -> bool:
+    """Whether the fences after line ``lo`` leave one open at the end (an odd count of fence lines of ``ch``): the
+    block before them closed on a line meant to open the next one."""
+    count = 0
+    for j in range(lo, len(lines)):
+        m = _FENCE_LINE.match(strip(lines[j]))
+        count += bool(m and m.group(1)[0] == ch)
+    return count % 2 == 1
+
+
+def _leaves_open(lines: list[str], block: Block, strip: Callable[[str], str]) -> bool:
+    """Whether the fences after the closed ``block`` leave one open at the end (it closed on another's opener)."""
+    return block.closed and left_open_after(lines, block.last + 1, block.markup[0], strip)
 
 
 def _starts_with_prose(lines: list[str], block: Block, strip: Callable[[str], str], stop: int) -> bool:

@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .md_fences import swallowed_opener
+from .md_fences import left_open_after, swallowed_opener
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -34,8 +34,8 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     * for a fence that never closes (or swallows a later opener of its run), a bare fence line of its character
       shorter than the opener (````` ```` ````` opened,
       ``` closed), skipping inner fences that open with an info string and close again (nested fences);
-    * else a bare fence line of the other character (``` opened, ``~~~`` closed) when the fence never closes or
-      swallows a later fence's opener.
+    * else a bare fence line of the other character (``` opened, ``~~~`` closed) when the fence never closes,
+      swallows a later fence's opener or leaves the fences after it open at the end.
     """
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
@@ -56,11 +56,15 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
                 other_inner.append(run)
             elif other_inner and run >= other_inner[-1]:
                 other_inner.pop()
-            elif not inner and (not block.closed or _opener_after(lines, j + 1, end, ch, strip)):
+            elif not inner and (
+                not block.closed
+                or _opener_after(lines, j + 1, end, ch, strip)
+                or left_open_after(lines, block.last + 1, ch, strip)
+            ):
                 other.append(j)
             continue
         if run < 3:
-            swallows = _opener_after(lines, j + 1, end, ch, strip) or _left_open_after(lines, block.last + 1, ch, strip)
+            swallows = _opener_after(lines, j + 1, end, ch, strip) or left_open_after(lines, block.last + 1, ch, strip)
             if not rest and (not block.closed or swallows):
                 return j
             continue
@@ -80,16 +84,6 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     if len(tops) == len(shorter) and block.info.split()[:1] in (["markdown"], ["md"]):
         return tops[-1] if len(tops) % 2 else None
     return tops[0]
-
-
-def _left_open_after(lines: list[str], lo: int, ch: str, strip: object) -> bool:
-    """Whether the fences after line ``lo`` leave one open at the end (an odd count of fence lines of ``ch``): the
-    block before them closed on a line meant to open the next one."""
-    count = 0
-    for j in range(lo, len(lines)):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
-        count += bool(m and m.group(2)[0] == ch and len(m.group(2)) >= 3)
-    return count % 2 == 1
 
 
 def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) -> bool:
@@ -316,7 +310,7 @@ def _marker_issues(tokens: list, lines: list[str], starts: list[int], issue_cls:
 def _number_issues(tokens: list, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
     out = []
     for i, _lv, items in _lists(tokens):
-        if tokens[i].type != "ordered_list_open" or len(items) < 3:
+        if tokens[i].type != "ordered_list_open" or len(items) < 2:
             continue
         if not all(u.info.isdigit() for u in items):
             continue

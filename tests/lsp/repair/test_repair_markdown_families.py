@@ -90,6 +90,21 @@ REPAIRED = [
         "- Files, in order:\n  1. `a.json`\n  3. `b.json`\n  3. `c.yaml`\n  4. `d.yml`\n",
         "- Files, in order:\n  1. `a.json`\n  2. `b.json`\n  3. `c.yaml`\n  4. `d.yml`\n",
     ),
+    (
+        "a closer of the other character, the fences after it left open at the end",
+        "```\nvenus()\n~~~\n\nMercury.\n\n```\nearth()\n```\n",
+        "```\nvenus()\n```\n\nMercury.\n\n```\nearth()\n```\n",
+    ),
+    (
+        "a cut opener, the fences after it left open at the end",
+        "``\nvenus()\n```\n\nMercury.\n\n```\nearth()\n```\n",
+        "```\nvenus()\n```\n\nMercury.\n\n```\nearth()\n```\n",
+    ),
+    (
+        "a two-item ordered list numbered 1, 3",
+        "Steps:\n\n1. Install it.\n3. Run it.\n",
+        "Steps:\n\n1. Install it.\n2. Run it.\n",
+    ),
 ]
 
 
