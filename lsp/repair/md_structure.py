@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from .md_fences import left_open_after, swallowed_opener
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from markdown_it import MarkdownIt
 
     from .markdown import Block, MdIssue
@@ -26,7 +28,7 @@ _FENCE_LINE = re.compile(r"([ \t]*)(`+|~+)(.*)$")
 # --- fences -------------------------------------------------------------------------------------------------------
 
 
-def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
+def fence_closer(lines: list[str], block: Block, strip: Callable[[str], str]) -> int | None:
     """The line meant to close ``block`` when the line that closes it (or the end of the document) is not that:
 
     * a line of one or two fence characters (``` `` ``` for `````): a closer that lost a keystroke, when the fence
@@ -39,13 +41,13 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     """
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
-    swallowed = swallowed_opener(lines, block, strip)  # type: ignore[arg-type]
+    swallowed = swallowed_opener(lines, block, strip)
     inner: list[int] = []
     shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
     other: list[int] = []  # bare fence lines of the other character (``` opened, ~~~ closed), outside inner pairs
     other_inner: list[int] = []
     for j in range(block.first + 1, end):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
+        m = _FENCE_LINE.match(strip(lines[j]))
         if not m:
             continue
         run, rest = len(m.group(2)), m.group(3).strip()
@@ -86,9 +88,9 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
     return tops[0]
 
 
-def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) -> bool:
+def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: Callable[[str], str]) -> bool:
     for j in range(lo, hi):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
+        m = _FENCE_LINE.match(strip(lines[j]))
         if m and m.group(2)[0] == ch and len(m.group(2)) >= 3 and m.group(3).strip():
             return True
     return False
