@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from . import jsonc as _json
+from . import md_fences as _mdf
 from . import md_structure as _mds
 
 _BQ = re.compile(r"[ ]{0,3}>[ ]?")
@@ -72,6 +74,11 @@ def _strip_bq(line: str) -> tuple[str, str]:
         if not m:
             return line[:pos], line[pos:]
         pos = m.end()
+
+
+def _body(line: str) -> str:
+    """A line without its blockquote prefix."""
+    return _strip_bq(line)[1]
 
 
 def _indent(s: str) -> int:
@@ -338,20 +345,38 @@ def _list_base(lines: list[str], first: int) -> int:
 def find_markdown_issues(text: str) -> list[MdIssue]:
     """Every structure problem of a Markdown document with its repair, in document order. After a fence closed by
     the wrong line, the rest is read as if that line were repaired (so later fences are not read inside out)."""
+    return list(_find(text))
+
+
+@lru_cache(maxsize=16)
+def _find(text: str) -> tuple[MdIssue, ...]:
+    """:func:`find_markdown_issues`, cached: one fix reads the same texts several times (diagnostics, the repair,
+    its validation, the server's last check)."""
+    return tuple(_find_issues(text))
+
+
+def _find_issues(text: str) -> list[MdIssue]:
     blocks, lines, starts = scan_blocks(text)
-    for b in blocks:
+    for k, b in enumerate(blocks):
         if b.kind != "fence":
             continue
-        j = _mds.fence_closer(lines, b, lambda ln: _strip_bq(ln)[1])
-        if j is None:
+        j = _mds.fence_closer(lines, b, _body)
+        if j is not None:
+            fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
+        elif (found := _mdf.nested_fix(lines, starts, blocks, k, _body, MdIssue)) is not None:
+            fix = found
+        elif (found := _mdf.fence_fix(text, lines, starts, b, _body, MdIssue)) is not None:
+            fix = found
+        else:
             continue
-        fix = _mds.fence_issue(text, lines, starts, b, j, MdIssue)
-        a, e, new = fix.edits[0]
-        delta = len(new) - (e - a)
-        before = _block_issues(text, [x for x in blocks if x.last < b.first], lines, starts)
+        a = fix.edits[0][0]
+        delta = sum(len(new) - (y - x) for x, y, new in fix.edits)
+        hi = fix.edits[-1][1] + delta  # the end of the last edit in the repaired text
+        top = min(b.first, _line_at(starts, a))  # a cut opener's repair lies above the fence
+        before = _block_issues(text, [x for x in blocks if x.last < top], lines, starts)
         after = []
-        for i in find_markdown_issues(text[:a] + new + text[e:]):
-            if i.start > a + len(new) and all(x >= a + len(new) for ed in i.edits for x in ed[:2]):
+        for i in find_markdown_issues(_mdf.apply(text, fix.edits)):
+            if i.start > hi and all(x >= hi for ed in i.edits for x in ed[:2]):
                 after.append(
                     replace(
                         i,
@@ -361,7 +386,7 @@ def find_markdown_issues(text: str) -> list[MdIssue]:
                         region=(i.region[0] - delta, i.region[1] - delta),
                     )
                 )
-        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[b.first]]
+        lists = [i for i in _mds.list_issues(text, lines, starts, MdIssue) if i.start < starts[top]]
         return sorted(before + lists + [fix] + after, key=lambda i: i.start)
     issues = _block_issues(text, blocks, lines, starts) + _mds.list_issues(text, lines, starts, MdIssue)
     return sorted(issues, key=lambda i: i.start)
@@ -382,12 +407,15 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             s0, e0 = line_span(b.first)
             open_col = lines[b.first].find(b.markup)
             if not b.closed:
-                # Close after the last non-blank line of the fence body (blank lines stay outside).
-                last = b.first
-                for j in range(b.last, b.first, -1):
-                    if _strip_bq(lines[j])[1].strip():
-                        last = j
-                        break
+                last = _mdf.unclosed_end(lines, b, _body)
+                if last == _mdf.AMBIGUOUS:
+                    # where the code ends is a guess: the problem is shown, with no repair
+                    issues.append(
+                        MdIssue(
+                            s0 + open_col, e0, "md.unclosed-fence", f"code fence {b.markup}{b.info} is never closed"
+                        )
+                    )
+                    continue
                 closer = b.prefix + b.markup
                 if last + 1 < nlines:
                     at = starts[last + 1]
@@ -419,6 +447,21 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             continue
         base = _list_base(lines, b.first)
         if b.kind == "table":
+            glued = _glued_row(lines, b, base)
+            if glued is not None:
+                at = starts[glued]
+                nl = "\r\n" if text[at - 2 : at] == "\r\n" else "\n"
+                issues.append(
+                    MdIssue(
+                        *line_span(glued),
+                        "md.table-glued",
+                        "no blank line between this table and the table below it: it is read as rows of this one",
+                        "markdown",
+                        [(at, at, b.prefix.rstrip() + nl)],
+                        region(b.first, glued),
+                    )
+                )
+                continue  # the rows below belong to what follows: judged once it is split off
             style = _mds.table_issues(text, lines, starts, b, MdIssue)
             issues += style
             last = b.first + _mds.table_rows(lines, b) - 1
@@ -429,7 +472,20 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
             edits, width = table_edits(text, lines, starts, b.first, last, has_sep=True, base=base, width=hdr)
             reg = region(b.first, last)
             for i, cnt in enumerate(counts, start=b.first + 2):
-                if cnt < hdr:
+                gaps = _mds.merged_cells(lines[i]) if cnt < hdr else []
+                if gaps:
+                    # A | deleted between two cells leaves their spaces run together: put it back there when that
+                    # run is the only one and one cell is missing; otherwise where it went is a guess (no padding:
+                    # it would keep the merged cell)
+                    ln = lines[i]
+                    edits = [ed for ed in edits if not starts[i] <= ed[0] <= starts[i] + len(ln)]
+                    if len(gaps) == 1 and cnt == hdr - 1:
+                        edits.append((starts[i] + gaps[0], starts[i] + gaps[0], "|"))
+                    else:
+                        edits = []
+                        break
+            for i, cnt in enumerate(counts, start=b.first + 2):
+                if cnt < hdr and edits:
                     s, e = line_span(i)
                     issues.append(
                         MdIssue(
@@ -445,6 +501,12 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
         else:  # pipes without a separator row (or with one of the wrong width)
             reg = region(b.first, b.last)
             second = _row_body(lines[b.first + 1], base)[1]
+            if _is_delim(_row_body(lines[b.first], base)[1]):
+                # rows under a separator row with no header: one that lost its leading | is indented code above
+                fix = _header_pipe(lines, starts, b, base)
+                if fix is not None:
+                    issues.append(fix)
+                continue
             if _is_delim(second):
                 edits, _ = table_edits(text, lines, starts, b.first, b.last, has_sep=True, base=base)
                 s, e = line_span(b.first + 1)
@@ -489,6 +551,42 @@ def _block_issues(text: str, blocks: list[Block], lines: list[str], starts: list
                     )
                 )
     return issues
+
+
+def _header_pipe(lines: list[str], starts: list[int], b: Block, base: int) -> MdIssue | None:
+    """The header above the separator row that starts ``b``, when losing its leading ``|`` left it indented four
+    columns or more (an indented code line) with as many cells as the separator."""
+    if b.first == 0:
+        return None
+    above = lines[b.first - 1]
+    col, body = _row_body(above, base)
+    sep = _row_body(lines[b.first], base)[1]
+    if _indent(body) < 4 or not sep.lstrip().startswith("|") or not body.rstrip().endswith("|"):
+        return None
+    if len(split_cells("|" + body)) != len(split_cells(sep)):
+        return None
+    at = starts[b.first - 1] + col
+    return MdIssue(
+        starts[b.first - 1],
+        starts[b.first - 1] + len(above),
+        "md.table-pipe-style",
+        "this table header lost its leading | (the rows below have one): it reads as indented code",
+        "markdown",
+        [(at, at, "|")],
+        (starts[b.first - 1], starts[b.last] + len(lines[b.last])),
+    )
+
+
+def _glued_row(lines: list[str], b: Block, base: int) -> int | None:
+    """The first line of a second table glued to the table ``b`` by a lost blank line: a body row with a separator
+    row under it. (A paragraph line glued under a table is left alone: GFM reads it as one more row, and documents
+    show that on purpose, as markdownlint's MD055 / MD058 examples do.)"""
+    rows = _mds.table_rows(lines, b)
+    for r in range(b.first + 2, b.first + rows - 1):
+        row, nxt = _row_body(lines[r], base)[1], _row_body(lines[r + 1], base)[1]
+        if _is_delim(nxt) and len(split_cells(row)) == len(split_cells(nxt)):
+            return r
+    return None
 
 
 def _line_at(starts: list[int], pos: int) -> int:

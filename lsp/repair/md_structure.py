@@ -12,7 +12,13 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from .md_fences import left_open_after, swallowed_opener
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from markdown_it import MarkdownIt
+
     from .markdown import Block, MdIssue
 
 MAX_LIST_PARSE = 200_000
@@ -22,25 +28,45 @@ _FENCE_LINE = re.compile(r"([ \t]*)(`+|~+)(.*)$")
 # --- fences -------------------------------------------------------------------------------------------------------
 
 
-def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
+def fence_closer(lines: list[str], block: Block, strip: Callable[[str], str]) -> int | None:
     """The line meant to close ``block`` when the line that closes it (or the end of the document) is not that:
 
     * a line of one or two fence characters (``` `` ``` for `````): a closer that lost a keystroke, when the fence
       then runs to the end of the document or swallows a later fence's opener (a line with an info string);
-    * for a fence that never closes, a bare fence line of its character shorter than the opener (````` ```` ````` opened,
-      ``` closed), skipping inner fences that open with an info string and close again (nested fences).
+    * for a fence that never closes (or swallows a later opener of its run), a bare fence line of its character
+      shorter than the opener (````` ```` ````` opened,
+      ``` closed), skipping inner fences that open with an info string and close again (nested fences);
+    * else a bare fence line of the other character (``` opened, ``~~~`` closed) when the fence never closes,
+      swallows a later fence's opener or leaves the fences after it open at the end.
     """
     ch, n = block.markup[0], len(block.markup)
     end = block.last if block.closed else block.last + 1
+    swallowed = swallowed_opener(lines, block, strip)
     inner: list[int] = []
     shorter: list[tuple[int, int]] = []  # (run, line) of bare fence lines shorter than the opener
+    other: list[int] = []  # bare fence lines of the other character (``` opened, ~~~ closed), outside inner pairs
+    other_inner: list[int] = []
     for j in range(block.first + 1, end):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
-        if not m or m.group(2)[0] != ch:
+        m = _FENCE_LINE.match(strip(lines[j]))
+        if not m:
             continue
         run, rest = len(m.group(2)), m.group(3).strip()
+        if m.group(2)[0] != ch:
+            if run < 3:
+                continue
+            if rest:
+                other_inner.append(run)
+            elif other_inner and run >= other_inner[-1]:
+                other_inner.pop()
+            elif not inner and (
+                not block.closed
+                or _opener_after(lines, j + 1, end, ch, strip)
+                or left_open_after(lines, block.last + 1, ch, strip)
+            ):
+                other.append(j)
+            continue
         if run < 3:
-            swallows = _opener_after(lines, j + 1, end, ch, strip) or _left_open_after(lines, block.last + 1, ch, strip)
+            swallows = _opener_after(lines, j + 1, end, ch, strip) or left_open_after(lines, block.last + 1, ch, strip)
             if not rest and (not block.closed or swallows):
                 return j
             continue
@@ -48,29 +74,23 @@ def fence_closer(lines: list[str], block: Block, strip: object) -> int | None:
             inner.append(run)
         elif inner and run >= inner[-1]:
             inner.pop()
-        elif not block.closed and run < n:
+        elif run < n and (not block.closed or (swallowed is not None and j < swallowed)):
             shorter.append((run, j))
     if not shorter:
-        return None
+        return other[0] if other else None
     # The longest of them (````` opened, an inner ``` pair, then ```` : one keystroke too many on the opener);
-    # runs all alike: the first
+    # runs all alike: the first, except in a Markdown example, which holds bare inner pairs before its closer (the
+    # last of an odd count; an even count is pairs only)
     top = max(r for r, _ in shorter)
-    return next(j for r, j in shorter if r == top)
+    tops = [j for r, j in shorter if r == top]
+    if len(tops) == len(shorter) and block.info.split()[:1] in (["markdown"], ["md"]):
+        return tops[-1] if len(tops) % 2 else None
+    return tops[0]
 
 
-def _left_open_after(lines: list[str], lo: int, ch: str, strip: object) -> bool:
-    """Whether the fences after line ``lo`` leave one open at the end (an odd count of fence lines of ``ch``): the
-    block before them closed on a line meant to open the next one."""
-    count = 0
-    for j in range(lo, len(lines)):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
-        count += bool(m and m.group(2)[0] == ch and len(m.group(2)) >= 3)
-    return count % 2 == 1
-
-
-def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) -> bool:
+def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: Callable[[str], str]) -> bool:
     for j in range(lo, hi):
-        m = _FENCE_LINE.match(strip(lines[j]))  # type: ignore[operator]
+        m = _FENCE_LINE.match(strip(lines[j]))
         if m and m.group(2)[0] == ch and len(m.group(2)) >= 3 and m.group(3).strip():
             return True
     return False
@@ -79,8 +99,9 @@ def _opener_after(lines: list[str], lo: int, hi: int, ch: str, strip: object) ->
 def fence_issue(text: str, lines: list[str], starts: list[int], block: Block, j: int, issue_cls: type) -> MdIssue:
     """The edit that gives line ``j`` the opener's fence run (its indentation and prefix kept)."""
     line = lines[j]
-    k = line.find(block.markup[0])
-    run = len(line) - k - len(line[k:].lstrip(block.markup[0]))
+    m = re.search(r"`+|~+", line)
+    assert m is not None  # a fence line
+    k, run = m.start(), m.end() - m.start()
     at = starts[j] + k
     s0 = starts[block.first]
     return issue_cls(
@@ -153,7 +174,8 @@ def damaged_separator(header: str, second: str) -> str | None:
     separator at all. Alignment colons are kept when the cells still count as many as the header's."""
     from .markdown import split_cells
 
-    if not _SEP_CHARS.fullmatch(second) or second.count("-") < 3 or "|" not in second + header:
+    # one dash a cell is a separator too (| - | - |, as remark-lint's docs write it)
+    if not _SEP_CHARS.fullmatch(second) or "-" not in second or "|" not in second + header:
         return None
     width = len(split_cells(header))
     cells = _SEP_CELL.findall(second)
@@ -163,6 +185,15 @@ def damaged_separator(header: str, second: str) -> str | None:
     h = header.strip()
     lead, trail = h.startswith("|"), h.endswith("|")
     return indent + ("| " if lead else "") + " | ".join(cells) + (" |" if trail else "")
+
+
+_GAP = re.compile(r"(?<=[^\s|]) {2,}(?=[^\s|])")
+
+
+def merged_cells(row: str) -> list[int]:
+    """Offsets (in ``row``) where a ``|`` deleted between two cells would have been: in each run of two or more
+    spaces between a cell's words, one space before the next word (aligned tables pad a cell after its text)."""
+    return [m.end() - 1 for m in _GAP.finditer(row)]
 
 
 # --- lists --------------------------------------------------------------------------------------------------------
@@ -189,22 +220,29 @@ def _suspect_lists(lines: list[str]) -> bool:
     nor all equal, or an item one space left of the item above it. Documents with none of these have none of
     the list problems."""
     bullets: set[str] = set()
-    nums: list[int] = []
+    nums: dict[int, list[int]] = {}  # numbers of the ordered items at each indentation, since the list began
     seen: set[int] = set()  # item indentations since the list began
+
+    def odd(ns: list[int]) -> bool:
+        return len(set(ns)) > 1 and ns != list(range(ns[0], ns[0] + len(ns)))
+
     for line in [*lines, "end"]:
         m = _ANY_ITEM.match(line)
         if m is None:
             if line.strip() and not line[:1].isspace():  # a paragraph at column 0 ends the list
-                if len(set(nums)) > 1 and nums != list(range(nums[0], nums[0] + len(nums))):
+                if any(odd(ns) for ns in nums.values()):
                     return True
-                nums = []
+                nums = {}
                 seen = set()
             continue
         ind = len(m.group(1))
+        for deeper in [d for d in nums if d > ind]:  # an item left of a nested list ends that list
+            if odd(nums.pop(deeper)):
+                return True
         if m.group(2):
             bullets.add(m.group(2))
-        elif ind == 0:
-            nums.append(int(m.group(3)))
+        else:
+            nums.setdefault(ind, []).append(int(m.group(3)))
         if len(bullets) > 1 or (ind >= 1 and ind + 1 in seen):
             return True
         seen.add(ind)
@@ -214,9 +252,15 @@ def _suspect_lists(lines: list[str]) -> bool:
 @lru_cache(maxsize=8)
 def _parse(text: str) -> list:
     """markdown-it-py's block tokens (cached: the checks run on the same text several times per fix)."""
+    return _block_parser().parse(text)
+
+
+@lru_cache(maxsize=1)
+def _block_parser() -> MarkdownIt:
+    """CommonMark without the inline pass: the list checks read block tokens only (a third of the parse time)."""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark").parse(text)
+    return MarkdownIt("commonmark").disable("inline")
 
 
 def _lists(tokens: list) -> list[tuple[int, int, list]]:
@@ -268,7 +312,7 @@ def _marker_issues(tokens: list, lines: list[str], starts: list[int], issue_cls:
 def _number_issues(tokens: list, lines: list[str], starts: list[int], issue_cls: type) -> list[MdIssue]:
     out = []
     for i, _lv, items in _lists(tokens):
-        if tokens[i].type != "ordered_list_open" or len(items) < 3:
+        if tokens[i].type != "ordered_list_open" or len(items) < 2:
             continue
         if not all(u.info.isdigit() for u in items):
             continue

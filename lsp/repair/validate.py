@@ -638,8 +638,13 @@ def _validate_markdown(original: str, fixed: str, segs: list[Seg], keep_values: 
             if body != fbody and (why := validate_fix(body, fbody, lg, (0, len(body)), keep_values=keep_values)):
                 return why
         if keep_values:
-            need = Counter(w for w in _WORD.findall(_without(original, s, e, o_in)) if not _MD_SYNTAX.fullmatch(w))
-            have = Counter(w for w in _WORD.findall(_without(fixed, fs, fe, f_in)) if not _MD_SYNTAX.fullmatch(w))
+            # a fence run glued to its info string (```js) is syntax too: a repaired run keeps the word
+            need = Counter(
+                w.lstrip("`~") for w in _WORD.findall(_without(original, s, e, o_in)) if not _MD_SYNTAX.fullmatch(w)
+            )
+            have = Counter(
+                w.lstrip("`~") for w in _WORD.findall(_without(fixed, fs, fe, f_in)) if not _MD_SYNTAX.fullmatch(w)
+            )
             lost = need - have
             if lost:
                 return f"the fix drops text from the span: {next(iter(lost))!r}"
