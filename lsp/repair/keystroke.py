@@ -239,13 +239,17 @@ def _candidates(
     seen: set[tuple[int, str]] = set()
     root = len(blank) - len(blank.lstrip())
     net = shape.after[-1] if shape.after else 0  # openers minus closers outside strings, the whole document
+    prefix = _Prefix(blank, err)
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
         # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
         own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
-        inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
-        for pos in range(lo, hi + 1):
+        # an edit after the part of the line that can begin a pretty-printed line (a minified document's line:
+        # its first key) leaves a line _LINE refuses: those positions are not walked
+        last = hi if small or jsonc or len(line.strip()) <= 1 else lo + _line_reach(line)
+        inside = _inside(line, lo, last)
+        for pos in range(lo, last + 1):
             if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
                 continue  # inside a comment
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
@@ -296,7 +300,7 @@ def _candidates(
                 # can change: a whole-document blanking per candidate was most of a long JSONC file's search
                 cand_blank = reblank(text, blank, a, b, ch) if jsonc else cand
                 local = region.parse(cand_blank, a, b, ch) if region is not None else None
-                if local is _FAILS:
+                if local is _FAILS or (local is None and not jsonc and prefix.fails(cand_blank, a)):
                     continue
                 try:
                     value = local if local is not None else json.loads(cand_blank)
@@ -307,6 +311,107 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+_KEY_START = re.compile(rf"\s*{_STR}\s*")
+_STR_OR_COLON = re.compile(r'"(?:[^"\\\n]|\\.)*"?|:')  # a string left open runs to the line's end
+
+
+def _line_reach(line: str) -> int:
+    """An upper bound on the length of ``line``'s longest prefix that a line :data:`_LINE` matches starts with: such
+    a line has at most one colon outside its strings, right after a first string (its key). An edit before the
+    bound may give a line _LINE matches; an edit after it keeps a prefix none starts with (the strings that prefix
+    opens are the edited line's, so are the colons outside them)."""
+    colons = (m.start() for m in _STR_OR_COLON.finditer(line) if m.group() == ":")
+    first = next(colons, None)
+    if first is None:
+        return len(line)
+    if not _KEY_START.fullmatch(line, 0, first):
+        return first
+    return next(colons, len(line))
+
+
+def _inside(line: str, lo: int, last: int) -> set[int]:
+    """The positions (``lo``: the line's offset) inside the line's strings, up to ``last``: a quote closes each."""
+    inside: set[int] = set()
+    for m in re.finditer(_STR, line):
+        if lo + m.start() > last:
+            break
+        inside.update(range(lo + m.start() + 1, lo + m.end()))
+    return inside
+
+
+# A JSON token's start: a string (to its closing quote, or the text's end: the parser fails inside a string left
+# open, at a control character before the end or at its quote, so no token inside it is before the failure; strings
+# it accepts end where this ends), a structural character or a run of anything else (a number or literal).
+_TOKEN = re.compile(r'"(?:[^"\\]|\\[\s\S])*"?|[{}\[\],:]|[^ \t\n\r"{}\[\],:]+')
+_AFTER_VALUE = {"{": '{"":0', "[": "[0", "": "0"}  # by the innermost container: a value read
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's C scanner, unwrapped: a refusal costs less
+
+
+class _Prefix:
+    """Checkpoints of the C parser's reading of a broken document before the point where it fails (``err``): at the
+    start of each string or structural character, the parser's state there, written as the shortest text that
+    leaves the parser in that state (``{"":[0,`` inside an array inside an object, after a comma). A candidate
+    edited after a checkpoint has the document's text before it, so it parses exactly when that state text followed
+    by the candidate's text from the checkpoint on parses: the parser reads the same characters in the same state
+    (what ends a number or literal before the checkpoint is the character there, the same in both). Most candidates
+    fail a few characters after their edit, so that parse is short where the whole document's is long."""
+
+    def __init__(self, blank: str, err: int) -> None:
+        self.blank, self.err = blank, err
+        self.at: list[int] | None = None
+        self.state: list[str] = []
+
+    def _build(self) -> None:
+        at: list[int] = []
+        state: list[str] = []
+        stack: list[tuple[str, str]] = []  # (opener, the state text of the containers around it)
+        kind, base, cur = "", "", ""  # innermost opener ("" at the root), its surroundings, its own state text
+        for m in _TOKEN.finditer(self.blank):
+            t = m.start()
+            if t > self.err:
+                break
+            c = self.blank[t]
+            if c in '{["}],:':
+                at.append(t)
+                state.append(base + cur)
+            if c == "{" or c == "[":
+                stack.append((kind, base))
+                base += {"{": '{"":', "[": "["}.get(kind, "")
+                kind, cur = c, c
+            elif c == "}" or c == "]":
+                if not stack:
+                    break  # a closer the parser refuses: the rest has no state
+                kind, base = stack.pop()
+                cur = _AFTER_VALUE[kind]
+            elif c == ",":
+                cur = cur + ","
+            elif c == ":":
+                cur = '{"":'
+            elif c == '"' and kind == "{" and cur in ("{", '{"":0,'):
+                cur = '{""'
+            else:
+                cur = _AFTER_VALUE[kind]
+        self.at, self.state = at, state
+
+    def fails(self, cand: str, a: int) -> bool:
+        """Whether ``cand``, the document with an edit at ``a`` and its text before ``a`` kept, cannot parse (False:
+        it may)."""
+        if self.at is None:
+            self._build()
+        k = bisect.bisect_left(self.at, a) - 1  # type: ignore[arg-type]
+        if k < 0:
+            return False
+        c = self.at[k]  # type: ignore[index]
+        s = self.state[k] + cand[c:]
+        try:
+            end = _SCAN(s, 0)[1]
+        except (ValueError, StopIteration):
+            return True
+        except RecursionError:
+            return False
+        return bool(s[end:].strip(" \t\n\r"))
 
 
 def _escapes_next(blank: str, pos: int) -> bool:
