@@ -415,7 +415,7 @@ def test_keystroke_prefix_check_rejects_no_parsing_edit(doc, pretty, damage) -> 
     for a in range(len(text) + 1):
         for b, ch in [(a, c) for c in '",:{}[]\\'] + ([(a + 1, "")] if a < len(text) else []):
             cand = text[:a] + ch + text[b:]
-            if prefix.fails(cand, a):
+            if prefix.fails(text, a, b, ch):
                 try:
                     json.loads(cand)
                 except (ValueError, RecursionError):
