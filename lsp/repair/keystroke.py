@@ -473,13 +473,16 @@ def _refused_after_value(text: str, a: int) -> bool:
 
 _SOLID = re.compile(r"[^ \t\n\r]")
 # How far past the position it reports the parser reads before these refusals: the character there, and before it
-# the end of a number ("1.x": the "." and one more, "1e+x": two more) or a named value's letters ("-Infinity").
+# the end of a number ("1.x": the "." and one more, "1e+x": two more) or a named value's letters ("-Infinity"); in
+# a string, the control character, or the backslash and the character after it.
 _LOOKAHEAD = {
     "Expecting value": 8,
     "Expecting ',' delimiter": 2,
     "Expecting ':' delimiter": 2,
     "Expecting property name enclosed in double quotes": 2,
     "Extra data": 2,
+    "Invalid control character at": 0,
+    "Invalid \\escape": 1,
 }
 _VALUE = '"{[-0123456789tfnNI'  # what a value starts with (NaN, Infinity: Python's parser reads them)
 # What the parser takes in each state (its innermost container's state text, see _Prefix): after "{", after a
