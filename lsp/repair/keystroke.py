@@ -239,7 +239,9 @@ def _candidates(
     seen: set[tuple[int, str]] = set()
     root = len(blank) - len(blank.lstrip())
     net = shape.after[-1] if shape.after else 0  # openers minus closers outside strings, the whole document
-    prefix = _Prefix(blank, err)
+    # a short document's thousands of candidates are mostly refused from the parser's reading before the failure
+    # (_Prefix); a long one's few are parsed whole, cheaper than walking its tokens up to the failure
+    prefix = _Prefix(blank, err) if small and not jsonc else None
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
@@ -295,15 +297,17 @@ def _candidates(
                     continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
                 if not jsonc and not small and not stray_closer and not _joins(shape, row, new_line):
                     continue  # a token pair JSON never has across the line's ends: it cannot parse either
-                if not jsonc and region is None and prefix.fails(text, a, b, ch):
+                if prefix is not None and region is None and prefix.fails(text, a, b, ch):
                     continue  # known before the candidate's text is built
                 cand = text[:a] + ch + text[b:]
                 # JSONC: blank again (a trailing comma blanked before may stop being one), only the lines the edit
                 # can change: a whole-document blanking per candidate was most of a long JSONC file's search
                 cand_blank = reblank(text, blank, a, b, ch) if jsonc else cand
                 local = region.parse(cand_blank, a, b, ch) if region is not None else None
-                if local is _FAILS or (local is None and region is not None and prefix.fails(text, a, b, ch)):
+                if local is _FAILS:
                     continue
+                if local is None and region is not None and prefix is not None and prefix.fails(text, a, b, ch):
+                    continue  # the edit lies outside the member: the parser's reading says
                 try:
                     value = local if local is not None else json.loads(cand_blank)
                 except (ValueError, RecursionError):
