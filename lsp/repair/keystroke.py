@@ -307,7 +307,7 @@ def _candidates(
                 if local is _FAILS:
                     continue
                 if local is None and region is not None and prefix is not None and prefix.fails(text, a, b, ch):
-                    continue  # the edit lies outside the member: the parser's reading says
+                    continue  # the member could not tell: the checkpoints may, before a whole parse
                 try:
                     value = local if local is not None else json.loads(cand_blank)
                 except (ValueError, RecursionError):
