@@ -71,6 +71,7 @@ def _cold() -> None:
     for fn in (jsonc_parser.parse, jsonc.fast_valid, md_structure._parse, validate.nesting_misfits, validate._pairs):
         fn.cache_clear()
     markdown._find.cache_clear()
+    validate._checked.cache_clear()
     jsonc.strict_error.cache_clear()
     jsonc_parser._brackets_after.cache_clear()
     keystroke.shape_of.cache_clear()

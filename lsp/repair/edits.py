@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from difflib import Match, SequenceMatcher
 
@@ -95,15 +96,35 @@ class _StrMatcher(SequenceMatcher):
 
     Without junk, difflib's longest match is the longest common substring, the one starting first in ``a`` and
     then first in ``b``; difflib finds it by a scan that costs about len(a) * len(b) / alphabet dictionary steps
-    (half a second on a 2 KB document whose every line was re-indented). Here the length is binary-searched
-    (a common substring of length k implies one of every shorter length) with substring hashes, each hit
-    confirmed by ``str.find``, so the answer is exactly difflib's. The longest match of a range bounds those of
-    the two ranges beside it that difflib asks for next."""
+    (half a second on a 2 KB document whose every line was re-indented). Here a long match is found from pieces of
+    ``a`` at sampled positions looked up among ``b``'s (:data:`_SAMPLES`, :meth:`_long_match`); a shorter one by a
+    binary search on the length (a common substring of length k implies one of every shorter length) with
+    substring hashes, each hit confirmed by ``str.find``. Either way the answer is exactly difflib's. The longest
+    match of a range bounds those of the two ranges beside it that difflib asks for next."""
+
+    def set_seq2(self, b):
+        # difflib's own index of b serves its search, not this one: b's pieces are indexed when first asked for
+        if b is self.b:
+            return
+        self.b = b
+        self.matching_blocks = self.opcodes = None
+        self.fullbcount = None
+        self._grams: dict[int, dict[str, list[int]]] = {}
 
     def find_longest_match(self, alo=0, ahi=None, blo=0, bhi=None):
         a, b = self.a, self.b
         ahi = len(a) if ahi is None else ahi
         bhi = len(b) if bhi is None else bhi
+        bounds = self.__dict__.setdefault("_bounds", {})
+        hi = min(ahi - alo, bhi - blo, bounds.get((alo, ahi, blo, bhi), ahi))
+        for gram, step in _SAMPLES:
+            if hi >= gram + step - 1:
+                found = self._long_match(a, b, alo, ahi, blo, bhi, gram, step)
+                if found.size >= gram + step - 1:
+                    at, j, k = found
+                    bounds[(alo, at, blo, j)] = bounds[(at + k, ahi, j + k, bhi)] = k
+                    return found
+                hi = gram + step - 2  # none that long: every such match holds a sampled piece
 
         def first(k: int) -> int:  # smallest i with a[i:i+k] inside b[blo:bhi], or -1
             hashes = {hash(b[j : j + k]) for j in range(blo, bhi - k + 1)}
@@ -113,8 +134,7 @@ class _StrMatcher(SequenceMatcher):
                     return i
             return -1
 
-        bounds = self.__dict__.setdefault("_bounds", {})
-        lo, hi, at = 0, min(ahi - alo, bhi - blo, bounds.get((alo, ahi, blo, bhi), ahi)), alo
+        lo, at = 0, alo
         while lo < hi:
             mid = (lo + hi + 1) // 2
             i = first(mid)
@@ -128,6 +148,73 @@ class _StrMatcher(SequenceMatcher):
         # a match inside either side's remainder is a match here too: no longer than this one
         bounds[(alo, at, blo, j)] = bounds[(at + lo, ahi, j + lo, bhi)] = lo
         return Match(at, j, lo)
+
+    def _long_match(self, a: str, b: str, alo: int, ahi: int, blo: int, bhi: int, gram: int, step: int) -> Match:
+        """The longest match in the ranges if it has ``gram + step - 1`` characters or more (else a shorter one):
+        every run of equal characters on one diagonal that long holds a whole ``gram``-character piece of ``a``
+        starting at a multiple of ``step``, so each is reached from such a piece found in ``b`` and measured once
+        (the runs found are kept per diagonal)."""
+        grams = self._grams.get(gram)
+        if grams is None:  # where each piece of b starts
+            grams = self._grams[gram] = {}
+            for j in range(len(b) - gram + 1):
+                grams.setdefault(b[j : j + gram], []).append(j)
+        best = Match(alo, blo, 0)
+        reached: dict[int, int] = {}  # diagonal (j - i) -> where in a the run found on it ends
+        for p in range(alo + (-alo) % step, ahi - gram + 1, step):
+            starts = grams.get(a[p : p + gram])
+            if not starts:
+                continue
+            for j in starts[bisect.bisect_left(starts, blo) : bisect.bisect_right(starts, bhi - gram)]:
+                if reached.get(j - p, -1) > p:
+                    continue  # inside the run already measured on this diagonal
+                # a run not reached from the sampled position before starts after it, fewer than step back: to be
+                # as long as the best, it must go on that far ahead (one comparison rules most out)
+                need = best.size - step + 1
+                if need > 0 and a[p : p + need] != b[j : j + need]:
+                    continue
+                back = _common_run(a, b, p, j, min(p - alo, j - blo), -1)
+                ahead = _common_run(a, b, p, j, min(ahi - p, bhi - j), 1)
+                reached[j - p] = p + ahead
+                k = back + ahead
+                if k > best.size or (k == best.size and (p - back, j - back) < (best.a, best.b)):
+                    best = Match(p - back, j - back, k)
+        return best
+
+
+# (piece length, sampling step) tried in turn: a match of piece + step - 1 characters or more is found from
+# sampled pieces; shorter ones (pieces of JSON between re-spaced delimiters) by the next, then by the length search
+_SAMPLES = ((6, 8), (3, 4))
+
+
+def _common_run(a: str, b: str, i: int, j: int, most: int, way: int) -> int:
+    """How many characters ``a`` and ``b`` share going forward (``way`` 1) from ``a[i]`` / ``b[j]``, or backward
+    (-1) from just before them, at most ``most``: a few one by one (most runs are short), then slices compared in
+    growing and shrinking steps."""
+    k = 0
+    if way > 0:
+        while k < most and k < 8 and a[i + k] == b[j + k]:
+            k += 1
+    else:
+        while k < most and k < 8 and a[i - k - 1] == b[j - k - 1]:
+            k += 1
+    if k < 8:
+        return k
+    step = 8
+    while k + step <= most and _same(a, b, i, j, k, step, way):
+        k += step
+        step *= 2
+    while step > 1:
+        step //= 2
+        if k + step <= most and _same(a, b, i, j, k, step, way):
+            k += step
+    return k
+
+
+def _same(a: str, b: str, i: int, j: int, k: int, n: int, way: int) -> bool:
+    if way > 0:
+        return a[i + k : i + k + n] == b[j + k : j + k + n]
+    return a[i - k - n : i - k] == b[j - k - n : j - k]
 
 
 def _char_diff(a: str, b: str, base: int) -> list[Edit]:

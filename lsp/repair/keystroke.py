@@ -239,13 +239,19 @@ def _candidates(
     seen: set[tuple[int, str]] = set()
     root = len(blank) - len(blank.lstrip())
     net = shape.after[-1] if shape.after else 0  # openers minus closers outside strings, the whole document
+    # a short document's thousands of candidates are mostly refused from the parser's reading before the failure
+    # (_Prefix); a long one's few are parsed whole, cheaper than walking its tokens up to the failure
+    prefix = _Prefix(blank, err) if small and not jsonc else None
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
         # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
         own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
-        inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
-        for pos in range(lo, hi + 1):
+        # an edit after the part of the line that can begin a pretty-printed line (a minified document's line:
+        # its first key) leaves a line _LINE refuses: those positions are not walked
+        last = hi if small or jsonc or len(line.strip()) <= 1 else lo + _line_reach(line)
+        inside = _inside(line, lo, last)
+        for pos in range(lo, last + 1):
             if pos < len(text) and text[pos] != blank[pos] and text[pos] != ",":
                 continue  # inside a comment
             # Inside a string only a quote can be the slip (typed too many, or its escape forgotten).
@@ -291,6 +297,8 @@ def _candidates(
                     continue  # brackets left unbalanced outside strings: it cannot parse (no whole-document parse)
                 if not jsonc and not small and not stray_closer and not _joins(shape, row, new_line):
                     continue  # a token pair JSON never has across the line's ends: it cannot parse either
+                if prefix is not None and region is None and prefix.fails(text, a, b, ch):
+                    continue  # known before the candidate's text is built
                 cand = text[:a] + ch + text[b:]
                 # JSONC: blank again (a trailing comma blanked before may stop being one), only the lines the edit
                 # can change: a whole-document blanking per candidate was most of a long JSONC file's search
@@ -298,6 +306,8 @@ def _candidates(
                 local = region.parse(cand_blank, a, b, ch) if region is not None else None
                 if local is _FAILS:
                     continue
+                if local is None and region is not None and prefix is not None and prefix.fails(text, a, b, ch):
+                    continue  # the member could not tell: the checkpoints may, before a whole parse
                 try:
                     value = local if local is not None else json.loads(cand_blank)
                 except (ValueError, RecursionError):
@@ -307,6 +317,200 @@ def _candidates(
                 kind = (0 if ch else 2) + int(loose)
                 found.append((cand, value, kind, abs(a - err), _padded(blank, a, ch), row, new_line))
     return found
+
+
+_KEY_START = re.compile(rf"\s*{_STR}\s*")
+_STR_OR_COLON = re.compile(r'"(?:[^"\\\n]|\\.)*"?|:')  # a string left open runs to the line's end
+
+
+def _line_reach(line: str) -> int:
+    """An upper bound on the length of ``line``'s longest prefix that a line :data:`_LINE` matches starts with: such
+    a line has at most one colon outside its strings, right after a first string (its key). An edit before the
+    bound may give a line _LINE matches; an edit after it keeps a prefix none starts with (the strings that prefix
+    opens are the edited line's, so are the colons outside them)."""
+    colons = (m.start() for m in _STR_OR_COLON.finditer(line) if m.group() == ":")
+    first = next(colons, None)
+    if first is None:
+        return len(line)
+    if not _KEY_START.fullmatch(line, 0, first):
+        return first
+    return next(colons, len(line))
+
+
+def _inside(line: str, lo: int, last: int) -> set[int]:
+    """The positions (``lo``: the line's offset) inside the line's strings, up to ``last``: a quote closes each."""
+    inside: set[int] = set()
+    for m in re.finditer(_STR, line):
+        if lo + m.start() > last:
+            break
+        inside.update(range(lo + m.start() + 1, lo + m.end()))
+    return inside
+
+
+# A JSON token's start: a string (to its closing quote, or the text's end: the parser fails inside a string left
+# open, at a control character before the end or at its quote, so no token inside it is before the failure; strings
+# it accepts end where this ends), a structural character or a run of anything else (a number or literal).
+_TOKEN = re.compile(r'"(?:[^"\\]|\\[\s\S])*"?|[{}\[\],:]|[^ \t\n\r"{}\[\],:]+')
+_AFTER_VALUE = {"{": '{"":0', "[": "[0", "": "0"}  # by the innermost container: a value read
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads's C scanner, unwrapped: a refusal costs less
+
+
+class _Prefix:
+    """Checkpoints of the C parser's reading of a broken document before the point where it fails (``err``): at the
+    start of each string or structural character, the parser's state there, written as the shortest text that
+    leaves the parser in that state (``{"":[0,`` inside an array inside an object, after a comma). A candidate
+    edited after a checkpoint has the document's text before it, so it parses exactly when that state text followed
+    by the candidate's text from the checkpoint on parses: the parser reads the same characters in the same state
+    (what ends a number or literal before the checkpoint is the character there, the same in both). Most candidates
+    fail a few characters after their edit, so that parse is short where the whole document's is long; most of
+    those are refused sooner still by the first characters the parser would read after the edit (:meth:`_refuses`)."""
+
+    def __init__(self, text: str, err: int) -> None:
+        self.text, self.err = text, err
+        self.at: list[int] = []  # the checkpoints
+        self.state: list[str] = []  # ... the parser's state at each, as text
+        self.local: dict[int, str] = {}  # ... its innermost container's part of that text (a key of _READS)
+        self.strings: list[int] = []  # the strings' opening quotes (up to err)
+        self.ends: list[int] = []  # ... and the last position inside each (its closing quote, or where it stops)
+        self.reach = len(text)  # an edit after this leaves the characters the parser read before failing
+        self.built = False
+
+    def _build(self) -> None:
+        text, at, state, local = self.text, self.at, self.state, self.local
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            if exc.pos == self.err and exc.msg in _LOOKAHEAD:
+                self.reach = exc.pos + _LOOKAHEAD[exc.msg]
+        except (ValueError, RecursionError):
+            pass  # no reach known: every edit is parsed
+        stack: list[tuple[str, str]] = []  # (opener, the state text of the containers around it)
+        kind, base, cur = "", "", ""  # innermost opener ("" at the root), its surroundings, its own state text
+        for m in _TOKEN.finditer(text):
+            t = m.start()
+            if t > self.err:
+                break
+            c = text[t]
+            if c in '{["}],:':
+                at.append(t)
+                state.append(base + cur)
+                local[t] = cur
+            if c == "{" or c == "[":
+                stack.append((kind, base))
+                base += {"{": '{"":', "[": "["}.get(kind, "")
+                kind, cur = c, c
+            elif c == "}" or c == "]":
+                if not stack:
+                    break  # a closer the parser refuses: the rest has no state
+                kind, base = stack.pop()
+                cur = _AFTER_VALUE[kind]
+            elif c == ",":
+                cur = cur + ","
+            elif c == ":":
+                cur = '{"":'
+            elif c == '"':
+                self.strings.append(t)
+                e = m.end()
+                self.ends.append(e - 1 if e - t > 1 and text[e - 1] == '"' and not _escapes_next(text, e - 1) else e)
+                cur = '{""' if kind == "{" and cur in ("{", '{"":0,') else _AFTER_VALUE[kind]
+            else:
+                cur = _AFTER_VALUE[kind]
+        self.built = True
+
+    def fails(self, text: str, a: int, b: int, ch: str) -> bool:
+        """Whether ``text[:a] + ch + text[b:]`` (``text``: the document) cannot parse (False: it may)."""
+        if not self.built:
+            self._build()
+        if a > self.reach or (b == a and self._refuses(text, a, ch)):
+            return True
+        k = bisect.bisect_left(self.at, a) - 1
+        if k < 0:
+            return False
+        c = self.at[k]
+        s = self.state[k] + text[c:a] + ch + text[b:]
+        try:
+            end = _SCAN(s, 0)[1]
+        except (ValueError, StopIteration):
+            return True
+        except RecursionError:
+            return False
+        return bool(s[end:].strip(" \t\n\r"))
+
+    def _refuses(self, text: str, a: int, ch: str) -> bool:
+        """Whether the parser refuses ``ch`` typed at ``a`` within the next token or two it reads (False: not
+        known). A quote typed inside a string ends it there (unless a backslash escapes it), so the next character
+        must go after a key or a value; a character typed where a token started must suit the parser's state
+        there, and so must that token then."""
+        i = bisect.bisect_left(self.strings, a) - 1
+        if i >= 0 and a <= self.ends[i]:  # inside a string the parser reads from its opening quote
+            if _escapes_next(text, a):
+                return False
+            if ch == '"':
+                return _refused_after_value(text, a)
+            if ch != "\\" or text[a : a + 1] != '"':
+                return False
+            q = text.find('"', a + 1)  # the closing quote escaped: the string runs on to the next quote
+            if q < 0:
+                return "\\" not in text[a:]
+            return "\\" not in text[a + 1 : q] and _refused_after_value(text, q + 1)
+        cur = self.local.get(a)
+        if cur is None:
+            return False
+        reads = _READS[cur]
+        if ch not in reads:
+            return True
+        if ch == '"':  # a string from here to the next quote
+            q = text.find('"', a)
+            if q < 0:
+                return "\\" not in text[a:]  # the string runs to the end: no closing quote
+            return "\\" not in text[a:q] and _refused_after_value(text, q + 1)
+        after = _STATE_AFTER.get((cur, ch))  # what the parser takes next: the token that started at a
+        return after is not None and text[a] not in _READS[after]
+
+
+def _refused_after_value(text: str, a: int) -> bool:
+    """Whether the text from ``a`` on cannot follow a string the parser just read: the next character other
+    than white space must end a key (``:``) or a value (``,``, a closer), or there is none (a document's end)."""
+    m = _SOLID.search(text, a)
+    return m is not None and m.group() not in ":,]}"
+
+
+_SOLID = re.compile(r"[^ \t\n\r]")
+# How far past the position it reports the parser reads before these refusals: the character there, and before it
+# the end of a number ("1.x": the "." and one more, "1e+x": two more) or a named value's letters ("-Infinity"); in
+# a string, the control character, or the backslash and the character after it.
+_LOOKAHEAD = {
+    "Expecting value": 8,
+    "Expecting ',' delimiter": 2,
+    "Expecting ':' delimiter": 2,
+    "Expecting property name enclosed in double quotes": 2,
+    "Extra data": 2,
+    "Invalid control character at": 0,
+    "Invalid \\escape": 1,
+}
+_VALUE = '"{[-0123456789tfnNI'  # what a value starts with (NaN, Infinity: Python's parser reads them)
+# What the parser takes in each state (its innermost container's state text, see _Prefix): after "{", after a
+# comma, a key, a colon, a value in an object; after "[", a comma, a value in an array; the root, a root value.
+_READS = {
+    "{": '"}',
+    '{"":0,': '"',
+    '{""': ":",
+    '{"":': _VALUE,
+    '{"":0': ",}",
+    "[": _VALUE + "]",
+    "[0,": _VALUE,
+    "[0": ",]",
+    "": _VALUE,
+    "0": "",
+}
+# The state after one of the characters above is read: an opener starts a container, a comma or colon moves on.
+_STATE_AFTER = {
+    **{(st, "{"): "{" for st in ('{"":', "[", "[0,", "")},
+    **{(st, "["): "[" for st in ('{"":', "[", "[0,", "")},
+    ('{"":0', ","): '{"":0,',
+    ("[0", ","): "[0,",
+    ('{""', ":"): '{"":',
+}
 
 
 def _escapes_next(blank: str, pos: int) -> bool:

@@ -85,11 +85,17 @@ def revalidate(original: str, fix: object, language_id: str) -> str | None:
 
 
 def _validate(original: str, fixed: str, language_id: str, segs: list[Seg], keep_values: bool) -> str | None:
-    lang = normalize_language(language_id)
+    return _checked(original, fixed, normalize_language(language_id), tuple(segs), keep_values)
+
+
+@functools.lru_cache(maxsize=8)
+def _checked(original: str, fixed: str, lang: str | None, segs: tuple[Seg, ...], keep_values: bool) -> str | None:
+    """:func:`_validate`, remembered: a fix is checked where it is made and again before it leaves the package
+    (:func:`~.gate.checked_output`), the same texts and segments, and a long document's check costs milliseconds."""
     if lang in ("json", "jsonc"):
-        return _validate_json(original, fixed, lang == "jsonc", segs, keep_values)
+        return _validate_json(original, fixed, lang == "jsonc", list(segs), keep_values)
     if lang == "markdown":
-        return _validate_markdown(original, fixed, segs, keep_values)
+        return _validate_markdown(original, fixed, list(segs), keep_values)
     return None
 
 
@@ -460,6 +466,8 @@ def _glued_kept(original: str, in_o: list, have: Counter, comments: str = "") ->
     """Punctuation glued to a bare word (``/standalone-styles.css/``) is part of that word: a fix that quotes the
     word must keep it."""
     strings = [v for (kind, v) in have if kind == "s" and isinstance(v, str)]
+    # one text to search: a run without a line break is inside one of them exactly when it is inside their lines
+    joined = "\n".join(strings)
     for k, a, b in in_o:
         if k in (_json.BAD_CHAR, _json.WORD) and not _json._HAS_ALNUM.search(original, a, b):
             if not original[a:b].strip(_QUOTES):
@@ -470,16 +478,27 @@ def _glued_kept(original: str, in_o: list, have: Counter, comments: str = "") ->
             if original[a:b] == "\\" and not original[b:].strip():
                 continue  # an escape the document's end cut (a truncated string): no text to keep
             if original[b : b + 1].isalnum() or original[a - 1 : a].isalnum():
-                lo, hi = a, b
-                stop = "{}[],:\"'" + _QUOTES
-                while lo > 0 and not original[lo - 1].isspace() and original[lo - 1] not in stop:
-                    lo -= 1
-                while hi < len(original) and not original[hi].isspace() and original[hi] not in stop:
-                    hi += 1
-                run = original[lo:hi]
-                if not any(run in v for v in strings) and run not in comments:  # JSONC: a comment again keeps it
+                run = original[_run_start(original, a) : _RUN.match(original, b).end()]  # type: ignore[union-attr]
+                kept = run in joined if "\n" not in run else any(run in v for v in strings)
+                if not kept and run not in comments:  # JSONC: a comment again keeps it
                     return f"the fix drops {original[a:b]!r} from {run!r}"
     return None
+
+
+_RUN = re.compile(rf"[^\s{{}}\[\],:\"'{_QUOTES}]*")  # a word's characters: no space, JSON punctuation or quote
+_RUN_TAIL = re.compile(rf"{_RUN.pattern}\Z")
+
+
+def _run_start(text: str, a: int) -> int:
+    """Where the run of :data:`_RUN` characters that ends at ``a`` starts (a window before ``a``, widened while the
+    run fills it)."""
+    width = 64
+    while True:
+        lo = max(0, a - width)
+        start = _RUN_TAIL.search(text, lo, a).start()  # type: ignore[union-attr]
+        if start > lo or lo == 0:
+            return start
+        width *= 4
 
 
 def _invented(extra: Counter, written: str) -> str | None:
@@ -533,26 +552,42 @@ def _url_tail(text: str, a: int) -> bool:
 
 def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None:
     """A letter, digit or double quote in a new string that none of the span's values had."""
-    pool: Counter = Counter()
+    # Each value adds its raw letters and digits or its spelled ones, whichever has more of a character; a string
+    # without escapes spells its raw text, so those (most of a long span's tokens) are counted in one pass.
+    plain: list[str] = []  # texts whose kept characters (letters, digits, double quotes) all count
+    words: list[str] = []  # texts whose letters and digits count
+    rest: Counter = Counter()  # (kind, raw) of the other values, how many times
     for k, a, b in in_o:
         if k in _json.VALUE_KINDS or k == _json.BAD_CHAR:
-            raw = original[a:b]
-            spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
-            pool += Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
+            if k in _STRING_KINDS and "\\" not in original[a:b]:
+                plain.append(_json.lenient_string(original[a:b]))
+            else:
+                rest[(k, original[a:b])] += 1
         elif k == _json.COMMENT and _url_tail(original, a):
-            pool += Counter(ch for ch in original[a:b] if _kept(ch))  # "https:" + "//host/path": one value
+            plain.append(original[a:b])  # "https:" + "//host/path": one value
         elif k == _json.OPEN_COMMENT:
             # a "/*" running past its line: the glob of a string that ended early ("src/"**/*.md"), its text the
             # string's (JSONC keeps its comments: a fix that drops one is refused below)
-            pool += Counter(ch for ch in original[a:b] if ch.isalnum())
-    made: Counter = Counter()
+            words.append(original[a:b])
+    spelled: Counter = Counter()
+    for (k, raw), times in rest.items():
+        spelled_as = str(_json.lenient_value(k, raw)[1])  # escapes decoded: "\u00e9" may become "é"
+        if spelled_as == raw:
+            plain.append(raw * times)
+        else:
+            both = Counter(ch for ch in raw if ch.isalnum()) | Counter(ch for ch in spelled_as if _kept(ch))
+            spelled.update({ch: n * times for ch, n in both.items()})
+    pool = _kept_count("".join(plain)) + spelled
+    pool.update({ch: n for ch, n in Counter("".join(words)).items() if ch.isalnum()})
+    contents: list[str] = []
     quoted_words = True  # every new inner quote marks a quoted word (no ": " key boundary read into a string)
     for k, a, b in in_f:
-        if k in (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED):
+        if k in _STRING_KINDS:
             content = str(_json.lenient_value(k, fixed[a:b])[1])
-            made += Counter(ch for ch in content if _kept(ch))
+            contents.append(content)
             # (a comma before an opening quote is prose: 'lorem, "ipsum" sic'; a quote then ":" or "," ends a token)
-            quoted_words = quoted_words and not re.search(r'"\s*[:,]|:\s*"', content)
+            quoted_words = quoted_words and not ('"' in content and _KEY_BOUNDARY.search(content))
+    made = _kept_count("".join(contents))
     if quoted_words:  # "a "quoted" word": those quotes were the user's, now escaped
         pool['"'] += sum(original.count('"', a, b) for k, a, b in in_o if k in _json.VALUE_KINDS)
     if made - pool:
@@ -560,6 +595,15 @@ def _text_added(original: str, fixed: str, in_o: list, in_f: list) -> str | None
         # string ("switch":<line end> "comment": "x" became "switch": "comment\": \"x").
         return "the fix adds text to a string"
     return None
+
+
+_STRING_KINDS = (_json.STRING, _json.SQ_STRING, _json.UNTERMINATED)
+_KEY_BOUNDARY = re.compile(r'"\s*[:,]|:\s*"')
+
+
+def _kept_count(text: str) -> Counter:
+    """The :func:`_kept` characters of ``text``, counted."""
+    return Counter({ch: n for ch, n in Counter(text).items() if _kept(ch)})
 
 
 def _kept(ch: str) -> bool:

@@ -378,3 +378,101 @@ def test_keystroke_jsonc_search_by_lines_finds_what_whole_blanking_finds(doc, pi
         K.reblank = reblank  # type: ignore[assignment]
     assert [(c[0], c[1]) for c in fast] == [(c[0], c[1]) for c in slow]
     assert fast_fix == slow_fix
+
+
+_DAMAGE = st.sampled_from(list('",:{}[]\\ a0.-eE\n\r\t\x00é\u00a0'))
+
+
+def _damaged(doc: object, pretty: bool, edits: list[tuple[int, str, bool]]) -> str:
+    text = json.dumps(doc, indent=2 if pretty else None, ensure_ascii=False)
+    for at, ch, delete in edits:
+        i = at % (len(text) + 1)
+        text = text[:i] + text[i + 1 :] if delete and i < len(text) else text[:i] + ch + text[i:]
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    containers | _NOISE,
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 10**6), _DAMAGE, st.booleans()), min_size=1, max_size=2),
+)
+def test_keystroke_prefix_check_rejects_no_parsing_edit(doc, pretty, damage) -> None:
+    """The keystroke search parses a candidate from the last checkpoint before its edit (the parser's state there
+    written as a short text) rather than from the document's start: it never rejects a candidate that parses.
+    Every one-character edit of a damaged document (or of random noise) is tried."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = doc if isinstance(doc, str) else _damaged(doc, pretty, damage)
+    try:
+        json.loads(text)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    except RecursionError:
+        return
+    prefix = K._Prefix(text, err)
+    for a in range(len(text) + 1):
+        for b, ch in [(a, c) for c in '",:{}[]\\'] + ([(a + 1, "")] if a < len(text) else []):
+            cand = text[:a] + ch + text[b:]
+            if prefix.fails(text, a, b, ch):
+                try:
+                    json.loads(cand)
+                except (ValueError, RecursionError):
+                    continue
+                raise AssertionError(f"{cand!r} parses, but the check refused it")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), containers | _NOISE, st.sampled_from('",:{}[]\\ a'), st.booleans())
+def test_keystroke_line_reach_bounds_every_pretty_line_one_edit_makes(data, doc, ch, delete) -> None:
+    """A long line is edited only up to :func:`keystroke._line_reach`: no edit after it gives a line that reads as
+    a pretty-printed line (``_LINE``)."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    lines = doc.split("\n") if isinstance(doc, str) else json.dumps(doc, indent=2, ensure_ascii=False).split("\n")
+    line = data.draw(st.sampled_from(lines))
+    reach = K._line_reach(line)
+    for i in range(len(line) + 1):
+        j, c = (i + 1, "") if delete and i < len(line) else (i, ch)
+        if K._LINE.fullmatch(line[:i] + c + line[j:]):
+            assert i <= reach
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    containers,
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 10**6), _DAMAGE, st.booleans()), min_size=1, max_size=2),
+    st.sampled_from([None, 0]),
+)
+def test_keystroke_search_with_its_prefix_checks_finds_what_whole_parses_find(doc, pretty, damage, small) -> None:
+    """The search's candidates and answer are the same with the prefix checks (short parses from a checkpoint,
+    long lines walked only to their reach) and with every candidate parsed whole and every line walked to its end;
+    ``small`` 0: every document searched as a long one (only edits that leave a pretty-printed line)."""
+    from dgemma_lsp.lsp.repair import keystroke as K
+
+    text = _damaged(doc, pretty, damage)
+    try:
+        json.loads(text)
+        return
+    except ValueError as exc:
+        err = exc.pos
+    except RecursionError:
+        return
+    fails, reach, limit = K._Prefix.fails, K._line_reach, K.SMALL
+    K.SMALL = limit if small is None else small
+
+    def search() -> tuple[list, str | None]:
+        K.shape_of.cache_clear()
+        return K._candidates(text, text, err, K.shape_of(text), False), K.keystroke_fix(text, False)
+
+    try:
+        fast, fast_fix = search()
+        K._Prefix.fails = lambda *a: False  # type: ignore[method-assign]
+        K._line_reach = len  # type: ignore[assignment]
+        slow, slow_fix = search()
+    finally:
+        K._Prefix.fails, K._line_reach, K.SMALL = fails, reach, limit  # type: ignore[method-assign]
+    assert [c[0] for c in fast] == [c[0] for c in slow]
+    assert fast_fix == slow_fix

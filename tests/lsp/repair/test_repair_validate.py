@@ -198,6 +198,7 @@ def test_a_letter_between_a_key_and_its_colon_is_no_value_but_a_word_or_a_letter
 def test_char_diff_matches_difflib() -> None:
     """The fast longest-match search gives difflib's own matching blocks (edits, and so fixes, unchanged)."""
     import difflib
+    import json
     import random
 
     from dgemma_lsp.lsp.repair.edits import _StrMatcher
@@ -220,3 +221,13 @@ def test_char_diff_matches_difflib() -> None:
     wrapped = "module.exports = " + doc.replace("\n  ", "\n    ") + ";"
     want = difflib.SequenceMatcher(None, wrapped, doc, autojunk=False).get_opcodes()
     assert _StrMatcher(None, wrapped, doc, autojunk=False).get_opcodes() == want
+    # a document written again with other separators and indentation (json-repair's output for a span): long and
+    # short matches, pieces repeated all over
+    for _ in range(60):
+        value = {
+            f"k{i}": rng.choice([1, "iso 3166", ["a", "b", {"c": None}], "x" * rng.randint(0, 40)]) for i in range(40)
+        }
+        minified = json.dumps(value, separators=(",", ":"))
+        for other in (json.dumps(value), json.dumps(value, indent=rng.choice([2, 4]))):
+            want = difflib.SequenceMatcher(None, minified, other, autojunk=False).get_opcodes()
+            assert _StrMatcher(None, minified, other, autojunk=False).get_opcodes() == want
