@@ -1,4 +1,4 @@
-"""The plugin's ``draft_tap`` piece on vLLM 0.32-0.33: vLLM's own DiffusionGemma model and sampler, plus a copy
+"""The plugin's ``draft_tap`` piece on vLLM 0.32-0.34: vLLM's own DiffusionGemma model and sampler, plus a copy
 of each denoising step's argmax canvas for the requests that ask for it.
 
 :func:`.vllm_plugin.register` registers :class:`DGemmaDraftsForConditionalGeneration` for
@@ -53,6 +53,7 @@ class DGemmaDraftSampler(dg.DiffusionSampler):
             self._tapped.discard(req_idx)
 
     def __call__(self, logits: torch.Tensor, input_batch: Any, draft_logits: torch.Tensor | None = None) -> Any:
+        # ``logits`` are the hidden states on 0.34 (its sampler projects them per tile): passed through untouched
         out = super().__call__(logits, input_batch, draft_logits)
         if self._tapped and input_batch.num_draft_tokens and not self._failed:
             try:

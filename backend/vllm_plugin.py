@@ -19,7 +19,7 @@ Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`
   quantization fused, :mod:`.vllm_moe`) and ``sc_batch`` (one self-conditioning MLP call a step,
   :mod:`.vllm_selfcond`).
 * ``attention`` — in a DiffusionGemma engine process, ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with our launches for canvas-shaped
-  calls on Hopper (:mod:`.vllm_attention_backend`; vLLM 0.26-0.33).
+  calls on Hopper (:mod:`.vllm_attention_backend`; vLLM 0.26-0.34).
 * ``moe_config`` — in a DiffusionGemma engine process, points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
   DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
 
@@ -33,7 +33,7 @@ internals, stay off by themselves and vLLM's own sampler serves; three pieces ru
 * ``attention``, as on 0.26-0.31;
 * ``moe_config``.
 
-The first two lean on vLLM internals, so they run on the native releases they were checked against (0.32-0.33,
+The first two lean on vLLM internals, so they run on the native releases they were checked against (0.32-0.34,
 ``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stay off on later ones.
 """
 
@@ -53,7 +53,7 @@ OLD_VLLM_FEATURES = SAMPLER_FEATURES - {"draft_tap"}
 # Pieces that run on a vLLM with native options only in [low, high), the releases whose internals they were checked
 # against: the draft tap (vLLM's sampler and request states), attention (TRITON_ATTN's implementation and metadata)
 NATIVE_CHECKED_FEATURES = frozenset({"draft_tap", "attention"})
-NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 34)
+NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 35)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 MODEL_CLASS = f"{__package__}.vllm_model:DGemmaLspForConditionalGeneration"
 NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
@@ -99,7 +99,7 @@ def major_minor(version: str | None) -> tuple[int, int] | None:
 
 def native_checked(version: str | None) -> bool:
     """True for a native-options vLLM release whose internals ``NATIVE_CHECKED_FEATURES`` were checked against
-    (0.32-0.33)."""
+    (0.32-0.34)."""
     minor = major_minor(version)
     return minor is not None and NATIVE_CHECKED_LOW <= minor < NATIVE_CHECKED_HIGH
 

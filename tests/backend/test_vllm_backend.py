@@ -282,7 +282,7 @@ def test_attention_tiles_are_per_gpu_data(tmp_path: Path, monkeypatch: pytest.Mo
     assert h200.wide == ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
     assert h200.fa3_splits == ((None, 1),)  # no small-canvas rows measured there: one split for every call
     assert va.attention_tuning("NVIDIA A100-SXM4-80GB") is None
-    # the H100's small-canvas rows: a canvas-32 call gets the small wide tiles and 8 FA3 splits, a 256 one one split
+    # the H100's small-canvas rows: a canvas-32 call gets the small wide tiles and 8 FA3 splits, a 256 one 1 split
     h100 = va.attention_tuning("NVIDIA H100 80GB HBM3")
     assert h100 is not None
     assert va.wide_tiles_for(h100.wide, 32) == (64, 64, 2, 4, 1, 0) and va.wide_tiles_for(h100.wide, 256)[0] == 128

@@ -216,7 +216,7 @@ def test_the_extra_s_range_admits_exactly_the_tested_releases():
     for minor in range(20, 40):
         for v in (f"0.{minor}.0", f"0.{minor}.2"):
             assert (v in spec) is ((0, minor) in TESTED) is in_tested_range(v), v
-    assert in_tested_range("0.33.0+cu130") and not in_tested_range("0.32.0+cpu")
+    assert in_tested_range("0.33.0+cu130") and in_tested_range("0.34.0") and not in_tested_range("0.32.0+cpu")
 
 
 def test_doctor_names_the_plugin_pieces_per_vllm_and_warns_outside_the_tested_releases():
@@ -236,11 +236,11 @@ def test_doctor_names_the_plugin_pieces_per_vllm_and_warns_outside_the_tested_re
     assert dict(plugin_lines("0.32.0+cpu", native=True, environ={}))["vllm plugin"].startswith(
         "WARNING: vLLM 0.32.0+cpu is outside the tested range"
     )
-    later = dict(plugin_lines("0.34.0", native=True, environ={}))
-    assert later["vllm plugin"].endswith("the GPU tests ran on vLLM 0.26 and 0.33)")
+    later = dict(plugin_lines("0.35.0", native=True, environ={}))
+    assert later["vllm plugin"].endswith("the GPU tests ran on vLLM 0.26, 0.33 and 0.34)")
     assert later["  active"] == "moe_config" and "whole canvases only" in later["  drafts"]
-    assert "0.32-0.33" in later["  drafts"]
-    assert "attention (checked on vLLM 0.26-0.31 and 0.32-0.33; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
+    assert "0.32-0.34" in later["  drafts"]
+    assert "attention (checked on vLLM 0.26-0.31 and 0.32-0.34; this vLLM's own TRITON_ATTN serves)" in later["  off here"]
     old = dict(plugin_lines("0.26.0+cu130", native=False, environ={}))
     assert "WARNING" not in old["vllm plugin"]
     assert {"sampler", "draft_tap", "attention", "moe_config"} <= set(old["  active"].split(", "))

