@@ -19,6 +19,7 @@ from collections import Counter
 
 from .edits import _common_prefix
 from .jsonc import _blank_jsonc, reblank
+from .quote_ties import boundary_quote
 
 INSERT = '",:{}[]\\'
 _Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
@@ -96,6 +97,8 @@ def keystroke_search(text: str, jsonc: bool) -> str | None:
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         settled = _stray_quote(text, ranked, shape)
         if settled is None:
+            settled = _lost_quote(text, ranked, jsonc)
+        if settled is None:
             # equally plausible repairs that mean different things: the indentation cannot tell. A tie with the
             # deletion of a closer is left to the in-place repairs, which delete an unmatched closer (jsonrepair's
             # convention too: {"a": 1}} -> {"a": 1}); any other tie is no repair at all
@@ -143,6 +146,13 @@ def _undoubles(text: str, cand: str) -> bool:
         return False
     pos = _common_prefix(text, cand)
     return text[pos - 1 : pos + 1] == '""' and text[pos + 1 :] == cand[pos:]
+
+
+def _lost_quote(text: str, ranked: list[_Key], jsonc: bool) -> list[_Key] | None:
+    """The tie settled for the quote put back beside a delimiter (:func:`.quote_ties.boundary_quote`)."""
+    tied = [r for r in ranked if r[:2] == ranked[0][:2]]
+    won = boundary_quote(text, [r[4] for r in tied], jsonc)
+    return None if won is None else [tied[won], *(r for r in ranked if r is not tied[won])]
 
 
 def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | None:

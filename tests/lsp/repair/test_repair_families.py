@@ -829,3 +829,40 @@ def test_a_closer_missing_inside_a_compact_document_that_ends_with_a_closer_gets
     # one member inside, or the root left open: closing at the end is the only reading
     assert json.loads(fixed_text('{"a":{"b":1}', "json") or "") == {"a": {"b": 1}}
     assert json.loads(fixed_text('[{"a":1},{"b":2}', "json") or "") == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # the opening quote lost after a comma: escaping or deleting the quote before the comma parses too, but
+        # each would make a string holding a delimiter ("es2024,ESNext.Array")
+        (
+            '{"lib":["es2024",ESNext.Array","ESNext.Iterator"],"m":1}',
+            '{"lib":["es2024","ESNext.Array","ESNext.Iterator"],"m":1}',
+        ),
+        # the closing quote lost before a comma
+        (
+            '{"roots":["./index.d.ts,"./node_modules/@types"],"c":true}',
+            '{"roots":["./index.d.ts","./node_modules/@types"],"c":true}',
+        ),
+        (
+            '{\n  "GM": ["Republic of The Gambia, "The Gambia", "Gambia"],\n  "GE": "Georgia"\n}\n',
+            '{\n  "GM": ["Republic of The Gambia", "The Gambia", "Gambia"],\n  "GE": "Georgia"\n}\n',
+        ),
+    ],
+)
+def test_a_quote_lost_beside_a_comma_in_compact_text_is_put_back(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the string's text holds a comma whichever reading is taken: where it ends is a guess
+        '{"a":["x,y,"z"],"b":1}',
+        # a stray quote inside a word of compact text (an inch mark or a slip: the user's call)
+        '{"key": "v"alue", "k": 1}',
+    ],
+)
+def test_a_quote_tie_that_no_plain_string_settles_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None

@@ -1,0 +1,70 @@
+"""A tie between one-keystroke undos of a lost quote, settled by what the strings they make would hold.
+
+``["es2024",ESNext.Array","ESNext.Collection"]`` parses after three single edits that mean different things: a
+quote put before ``ESNext`` (two strings), the quote after ``es2024`` deleted (``"es2024,ESNext.Array"``) or
+escaped (``"es2024\\",ESNext.Array"``). The indentation cannot tell them apart (there is none, or the strings share a
+line). A serializer puts every quote next to a delimiter, so a quote lost there leaves a bare word beside a comma,
+colon or bracket, and putting it back makes strings with plain words in them; the other two readings each claim a
+string holding a delimiter (a comma, or a quote beside one) exactly where the keystroke was. The quote put back wins
+when it alone makes plain strings; a string that holds a delimiter in every reading (the builder of our fourth set
+calls "where the string ends is a guess") stays no answer.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .edits import _common_prefix
+from .jsonc import _blank_jsonc
+
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_DELIMITERS = frozenset(',:[]{}"')
+_OPENS_AFTER = frozenset(",:[{")  # what an opening quote follows
+_CLOSES_BEFORE = frozenset(",:]}")  # what a closing quote precedes
+
+
+def boundary_quote(text: str, tied: list[str], jsonc: bool) -> int | None:
+    """The index in ``tied`` (candidate documents, each ``text`` with one character inserted or deleted, that parse
+    to different values) of the one that puts back a quote beside a delimiter making only plain strings, while every
+    other one makes a string that holds a delimiter; None when no candidate or more than one is such."""
+    winner = None
+    for i, cand in enumerate(tied):
+        a = _common_prefix(text, cand)
+        contents = _touched(cand, a, jsonc)
+        if len(cand) == len(text) + 1 and cand[a] == '"' and _beside_delimiter(cand, a) and contents:
+            if all(_plain(c) for c in contents):
+                if winner is not None:
+                    return None
+                winner = i
+                continue
+        if not any(_DELIMITERS.intersection(c) for c in contents):
+            return None  # another reading whose strings are as plausible
+    return winner
+
+
+def _touched(cand: str, a: int, jsonc: bool) -> list[str]:
+    """The raw contents of the strings of ``cand`` that hold position ``a`` (the edit) or start or end there."""
+    lo = cand.rfind("\n", 0, a) + 1
+    hi = cand.find("\n", a)
+    line = cand[lo : len(cand) if hi < 0 else hi]
+    if jsonc:
+        line = _blank_jsonc(line)
+    at = a - lo
+    return [m.group()[1:-1] for m in _STRING.finditer(line) if m.start() <= at < m.end()]
+
+
+def _beside_delimiter(cand: str, a: int) -> bool:
+    """Whether the quote at ``cand[a]`` opens a string after ``, : [ {`` or closes one before ``, : ] }`` (spaces
+    between allowed): where a serializer puts its quotes."""
+    before = cand[:a].rstrip(" \t")[-1:]
+    after = cand[a + 1 :].lstrip(" \t")[:1]
+    return (before in _OPENS_AFTER and after not in _CLOSES_BEFORE) or (
+        after in _CLOSES_BEFORE and before not in _OPENS_AFTER
+    )
+
+
+def _plain(content: str) -> bool:
+    """Words a string plainly holds: no delimiter, no escape, no space at either end."""
+    return (
+        bool(content) and not _DELIMITERS.intersection(content) and "\\" not in content and content == content.strip()
+    )
