@@ -866,3 +866,23 @@ def test_a_quote_lost_beside_a_comma_in_compact_text_is_put_back(text: str, fixe
 )
 def test_a_quote_tie_that_no_plain_string_settles_gets_no_fix(text: str) -> None:
     assert fixed_text(text, "json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # a compact array: the element ends before the next element's quote, not at a ',"key":'
+        ('{"keywords":["html",""rich" editor","rte"],"n":1}', {"keywords": ["html", '"rich" editor', "rte"], "n": 1}),
+        ('{"a": ["x", ""JSXElement" > *", "y"]}', {"a": ["x", '"JSXElement" > *', "y"]}),
+        # a key quoting a word: it ends at its colon
+        ('{"my "key"": 1}', {'my "key"': 1}),
+    ],
+)
+def test_quoted_words_in_a_compact_element_or_a_key_are_escaped(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_quotes_around_no_word_in_a_compact_array_are_a_missing_comma() -> None:
+    # two strings with no comma between them: the quotes enclose a space, no quoted word
+    assert fixed_text('["a" "b", "c"]', "json") == '["a", "b", "c"]'
