@@ -19,7 +19,7 @@ from collections import Counter
 
 from .edits import _common_prefix
 from .jsonc import _blank_jsonc, reblank
-from .quote_ties import boundary_quote
+from .quote_ties import boundary_quote, unpaired_escape
 
 INSERT = '",:{}[]\\'
 _Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
@@ -178,7 +178,9 @@ def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | N
         # a quote typed twice at a string's start or end (""key", "value""): one string, no quote inside it, then
         # the same quote again: the doubling is the slip, in any layout. "12"" may mean 12 inches.
         body = text[text.rfind('"', 0, pos - 1) + 1 : pos - 1]
-        return None if _PLAIN_NUMBER.fullmatch(body) else [gone, *ranked[2:]]
+        if _PLAIN_NUMBER.fullmatch(body) or unpaired_escape(gone[4], pos - 1):
+            return None  # "12"" may mean 12 inches; "a \"b"" may have lost the backslash of its second escape
+        return [gone, *ranked[2:]]
     if not shape.unit or escaped[4] != text[:pos] + "\\" + text[pos:] or "\n" in text[pos - 1 : pos + 2]:
         return None
     return [gone, *ranked[2:]]

@@ -18,6 +18,7 @@ from .edits import _common_prefix
 from .jsonc import _blank_jsonc
 
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_ESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*\\"')
 _DELIMITERS = frozenset(',:[]{}"')
 _OPENS_AFTER = frozenset(",:[{")  # what an opening quote follows
 _CLOSES_BEFORE = frozenset(",:]}")  # what a closing quote precedes
@@ -40,6 +41,13 @@ def boundary_quote(text: str, tied: list[str], jsonc: bool) -> int | None:
         if not any(_DELIMITERS.intersection(c) for c in contents):
             return None  # another reading whose strings are as plausible
     return winner
+
+
+def unpaired_escape(cand: str, a: int) -> bool:
+    """Whether the string of ``cand`` at ``a`` holds an odd number of escaped quotes: ``"a \\"quoted" word"`` lost
+    the backslash of its second escape, and ``"a \\"quoted"" word"`` reads as a quote typed twice; escaping one of
+    the two pairs the escapes up as well as deleting one undoes a doubling."""
+    return any(len(_ESCAPED_QUOTE.findall(c)) % 2 for c in _touched(cand, a, False))
 
 
 def _touched(cand: str, a: int, jsonc: bool) -> list[str]:

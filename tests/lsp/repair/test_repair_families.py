@@ -886,3 +886,15 @@ def test_quoted_words_in_a_compact_element_or_a_key_are_escaped(text: str, value
 def test_quotes_around_no_word_in_a_compact_array_are_a_missing_comma() -> None:
     # two strings with no comma between them: the quotes enclose a space, no quoted word
     assert fixed_text('["a" "b", "c"]', "json") == '["a", "b", "c"]'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the second escape of a quoted word lost its backslash: a doubled quote or a lost escape, no telling
+        '{"d":"Core schema \\"meta-schema"","e":1}',
+        '{"d":["Pitcairn",""Pitcairn\\" Islands"],"e":1}',
+    ],
+)
+def test_a_doubled_quote_beside_an_unpaired_escape_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None
