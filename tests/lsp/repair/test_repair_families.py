@@ -888,6 +888,29 @@ def test_quotes_around_no_word_in_a_compact_array_are_a_missing_comma() -> None:
     assert fixed_text('["a" "b", "c"]', "json") == '["a", "b", "c"]'
 
 
+def _long_compact(member: str) -> tuple[str, dict]:
+    """A minified document past the keystroke search's whole-line limit, ``member`` in its middle."""
+    names = {f"K{i:03}": f"Country number {i}" for i in range(300)}
+    value = {"locale": "en", "countries": names}
+    text = json.dumps(value, separators=(",", ":"))
+    cut = text.index('"K150"')
+    return text[:cut] + member + "," + text[cut:], value
+
+
+@pytest.mark.parametrize(
+    ("member", "key", "meant"),
+    [
+        ('"PM":Saint Pierre and Miquelon"', "PM", "Saint Pierre and Miquelon"),  # an opening quote lost
+        ('"OM":""Oman"', "OM", "Oman"),  # a quote typed twice
+    ],
+)
+def test_one_keystroke_in_a_long_minified_document_is_undone(member: str, key: str, meant: str) -> None:
+    text, value = _long_compact(member)
+    assert len(text) > 4000 and "\n" not in text
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out)["countries"] == {**value["countries"], key: meant}
+
+
 @pytest.mark.parametrize(
     "text",
     [
