@@ -341,15 +341,16 @@ def typed_letter(text: str, a: int, b: int) -> bool:
 
 def typed_at_line_start(text: str, a: int, b: int) -> bool:
     """Whether ``text[a:b]`` is one letter typed first on a line, apart from the line's value or closer by white space
-    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``), or last on a line after its comma (``"repair",x``): no JSON
-    value is one bare letter, so it is a keystroke's trace; quoting it would add an element (``"x", "gemini"``)
-    nobody wrote."""
+    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``), or last on a line after its comma or opener (``"repair",x``,
+    ``{x``): no JSON value is one bare letter, so it is a keystroke's trace; quoting it would add an element
+    (``"x", "gemini"``) nobody wrote."""
     if b - a != 1 or b >= len(text) or not text[a].isalpha() or not text[a].isascii():
         return False
     ls = text.rfind("\n", 0, a) + 1
     rest = text[b : b + 64]
-    if text[ls:a].rstrip(" \t").endswith(","):
-        # after a line's comma, last on the line ("repair",x): the next element is on the next line
+    if text[ls:a].rstrip(" \t\r").endswith((",", "{", "[")):
+        # after a line's comma or opener, last on the line ("repair",x; a CRLF file's "repair",\rx): the next element
+        # is on the next line
         return not rest.split("\n", 1)[0].strip(" \t\r") and "\n" in rest
     if text[ls:a].strip(" \t"):
         return False
@@ -693,7 +694,7 @@ class _Shape:
 
     def rows_near(self, err: int) -> list[int]:
         """The error's line and the two non-blank lines before it, then the first line whose indentation
-        disagrees with its depth (where a block lost its opener or closer) and the one before it."""
+        disagrees with its depth (where a block lost its opener or closer) and the non-blank one before it."""
         at = bisect.bisect_right(self.starts, min(err, len(self.text))) - 1
         picks = [at]
         k = at - 1
@@ -703,7 +704,10 @@ class _Shape:
             k -= 1
         odd = self._misfit.index(True) if True in self._misfit else None
         if odd is not None and self.unit:
-            picks += [odd, max(0, odd - 1)]
+            k = odd - 1
+            while k > 0 and self.indent[k] is None:
+                k -= 1  # the line before it with a token (a JSONC comment line is blank here)
+            picks += [odd, max(0, k)]
         return list(dict.fromkeys(picks))
 
 

@@ -921,3 +921,22 @@ def test_one_keystroke_in_a_long_minified_document_is_undone(member: str, key: s
 )
 def test_a_doubled_quote_beside_an_unpaired_escape_gets_no_fix(text: str) -> None:
     assert fixed_text(text, "json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # last on the root opener's line
+        ('{x\n  "name": "a",\n  "version": "1.0.0"\n}\n', '{\n  "name": "a",\n  "version": "1.0.0"\n}\n'),
+        # a CRLF file: the letter typed between a line's comma and its "\r"
+        ('[\r\n  "json",\rx\n  "llm"\r\n]\r\n', '[\r\n  "json",\r\n  "llm"\r\n]\r\n'),
+    ],
+)
+def test_a_letter_typed_last_on_a_line_after_its_opener_or_comma_is_deleted(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_bracket_typed_before_an_object_whose_first_line_is_a_comment_is_deleted() -> None:
+    # the first line indented other than it nests comes after a comment line: the "[" line is the one to edit
+    text = '{\n  "license": "MIT",\n  "dev":[ {\n    // note\n    "a": "^1.0.0",\n    "b": "^2.0.0"\n  }\n}\n'
+    assert fixed_text(text, "jsonc") == text.replace('"dev":[ {', '"dev": {')
