@@ -254,7 +254,8 @@ def _candidates(
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
-        # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
+        # JSONC: a quote typed or deleted before a "comment" may make it a string (https://host read as https: and a
+        # comment)
         own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
         inside = {lo + i for m in re.finditer(_STR, line) for i in range(m.start() + 1, m.end())}
         for pos in range(lo, hi + 1):
@@ -283,7 +284,7 @@ def _candidates(
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
-                if own is not None and ch == '"':
+                if own is not None and (ch == '"' or (not ch and blank[a] == '"')):  # a quote typed or deleted
                     new_line = _blank_jsonc(own[: a - lo] + ch + own[b - lo :])
                 elif jsonc and not ch and "/" in line[max(0, a - lo - 1) : a - lo + 2]:
                     # a character typed into a comment's "//" or "/*" ("/,/ note"): deleting it makes the comment again

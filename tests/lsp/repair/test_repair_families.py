@@ -940,3 +940,10 @@ def test_a_bracket_typed_before_an_object_whose_first_line_is_a_comment_is_delet
     # the first line indented other than it nests comes after a comment line: the "[" line is the one to edit
     text = '{\n  "license": "MIT",\n  "dev":[ {\n    // note\n    "a": "^1.0.0",\n    "b": "^2.0.0"\n  }\n}\n'
     assert fixed_text(text, "jsonc") == text.replace('"dev":[ {', '"dev": {')
+
+
+@pytest.mark.parametrize("slip", ['""url"', '"u"rl"'])
+def test_a_quote_slip_on_a_jsonc_line_whose_url_reads_as_a_comment_is_undone(slip: str) -> None:
+    # while the quotes are off, "https://..." reads as https: and a // comment: the edited line is blanked again
+    text = '{\n  // note about bugs\n  "bugs": {\n    "url": "https://github.com/x/issues"\n  },\n  "b": 1\n}\n'
+    assert fixed_text(text.replace('"url"', slip), "jsonc") == text
