@@ -947,3 +947,19 @@ def test_a_quote_slip_on_a_jsonc_line_whose_url_reads_as_a_comment_is_undone(sli
     # while the quotes are off, "https://..." reads as https: and a // comment: the edited line is blanked again
     text = '{\n  // note about bugs\n  "bugs": {\n    "url": "https://github.com/x/issues"\n  },\n  "b": 1\n}\n'
     assert fixed_text(text.replace('"url"', slip), "jsonc") == text
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # deleting the other quote leaves " loose-json" (a space first), escaping it a quote in the value
+        ('{\n  "name":" "loose-json",\n  "v": "1.1.2"\n}\n', '{\n  "name": "loose-json",\n  "v": "1.1.2"\n}\n'),
+        ('{\n  "name": "json" ",\n  "v": "1.1.2"\n}\n', '{\n  "name": "json" ,\n  "v": "1.1.2"\n}\n'),
+    ],
+)
+def test_a_quote_typed_beside_a_delimiter_is_deleted(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_quote_typed_twice_before_a_comma_stays_the_doubling_rules() -> None:
+    assert fixed_text('{"a": "12"", "b": 1}', "json") is None  # 12 inches, or a slip
