@@ -963,3 +963,9 @@ def test_a_quote_typed_beside_a_delimiter_is_deleted(text: str, fixed: str) -> N
 
 def test_a_quote_typed_twice_before_a_comma_stays_the_doubling_rules() -> None:
     assert fixed_text('{"a": "12"", "b": 1}', "json") is None  # 12 inches, or a slip
+
+
+def test_a_jsonc_glob_that_lost_its_opening_quote_gets_no_fix() -> None:
+    # lib/*.js read as "lib" and a block comment: quoting "lib" and closing the comment would cut the string
+    text = '{\n  "scripts": {\n    "lint": eslint bin lib/*.js",\n    "test": "mocha"\n  },\n  "x": 1\n}\n'
+    assert fixed_text(text, "jsonc") is None
