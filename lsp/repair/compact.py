@@ -1,8 +1,10 @@
-"""One keystroke undone in a long compact line (minified JSON over :data:`.keystroke.SMALL` characters).
+"""One keystroke undone in a long compact line (minified JSON, or JSON on one line with spaces).
 
-The keystroke search tries every edit of a compact line only while the document is short: each candidate is a parse
-of the whole text. A long minified file broken by a lost or doubled quote got no candidate at all. Here the line is
-cut down to a window around the error with the same meaning at its edges, and the search runs on that:
+The keystroke search tries every edit of a compact line while the document is short, and stops after
+:data:`.keystroke.MAX_SMALL_PARSES` parses: from the line's start, so an error two thousand characters in is never
+reached; a longer document gets no candidate on such a line at all. A file broken by a lost or doubled quote then had
+no repair. Here the line is cut down to a window around the error with the same meaning at its edges, and the search
+runs on that:
 
 * before the window, the text up to the error reads as JSON, so a forward scan knows the open containers at a
   comma or opener; they become ``{"":`` / ``[`` (the innermost ``{"":0,`` / ``[0,`` after a comma);
@@ -11,7 +13,7 @@ cut down to a window around the error with the same meaning at its edges, and th
   there is followed by ``,"":0`` / ``,0`` and those closers.
 
 The window's own winner (its ties and rules are the search's own) is then applied to the whole text, which must
-parse. An edit outside the window is no answer.
+parse. An edit outside the window is no answer. Only where the search itself found no candidate.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 
-from .keystroke import AMBIGUOUS, SMALL, keystroke_search
+from .keystroke import AMBIGUOUS, keystroke_search
 
 MARGIN = 160  # characters of the line kept on each side of the error (a string the damage sits in, and its neighbours)
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]')
@@ -39,8 +41,8 @@ def compact_keystroke(text: str) -> str | None:
     lo = text.rfind("\n", 0, err) + 1
     nl = text.find("\n", err)
     hi = len(text) if nl < 0 else nl
-    if hi - lo <= SMALL or text[:lo].strip() or text[hi:].strip():
-        return None  # a short line, or one of several: the keystroke search itself reads it
+    if hi - lo <= 4 * MARGIN or text[:lo].strip() or text[hi:].strip():
+        return None  # a short line (the search tried all of it), or one of several (it reads them by indentation)
     head = _head(text, lo, max(lo, err - MARGIN))
     tail = _tail(text, err + MARGIN, hi)
     if head is None or tail is None:

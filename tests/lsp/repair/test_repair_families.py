@@ -969,3 +969,13 @@ def test_a_jsonc_glob_that_lost_its_opening_quote_gets_no_fix() -> None:
     # lib/*.js read as "lib" and a block comment: quoting "lib" and closing the comment would cut the string
     text = '{\n  "scripts": {\n    "lint": eslint bin lib/*.js",\n    "test": "mocha"\n  },\n  "x": 1\n}\n'
     assert fixed_text(text, "jsonc") is None
+
+
+def test_a_quote_lost_late_in_a_one_line_document_of_3000_characters_is_put_back() -> None:
+    # the keystroke search tries the line's edits from its start and stops after its parse budget, before the error
+    names = {f"K{i:03}": f"Country number {i}" for i in range(110)}
+    text = json.dumps({"locale": "en", "countries": names}, separators=(",", ":"))
+    cut = text.index('"K100"')
+    broken = text[:cut] + '"PM":Saint Pierre",' + text[cut:]
+    out = fixed_text(broken, "json")
+    assert out is not None and json.loads(out)["countries"] == {**names, "PM": "Saint Pierre"}
