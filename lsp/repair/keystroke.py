@@ -149,7 +149,7 @@ def _undoubles(text: str, cand: str) -> bool:
 
 
 def _lost_quote(text: str, ranked: list[_Key], jsonc: bool) -> list[_Key] | None:
-    """The tie settled for the quote put back beside a delimiter (:func:`.quote_ties.boundary_quote`)."""
+    """The tie settled for a quote lost or typed beside a delimiter (:func:`.quote_ties.boundary_quote`)."""
     tied = [r for r in ranked if r[:2] == ranked[0][:2]]
     won = boundary_quote(text, [r[4] for r in tied], jsonc)
     return None if won is None else [tied[won], *(r for r in ranked if r is not tied[won])]

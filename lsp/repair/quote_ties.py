@@ -80,8 +80,8 @@ def _touched(cand: str, a: int, jsonc: bool) -> list[str]:
 def _beside_delimiter(cand: str, a: int) -> bool:
     """Whether the quote at ``cand[a]`` opens a string after ``, : [ {`` or closes one before ``, : ] }`` (spaces
     between allowed): where a serializer puts its quotes."""
-    before = cand[:a].rstrip(" \t")[-1:]
-    after = cand[a + 1 :].lstrip(" \t")[:1]
+    before = cand[max(0, a - 64) : a].rstrip(" \t")[-1:]  # a window, not the whole text before (long lines)
+    after = cand[a + 1 : a + 65].lstrip(" \t")[:1]
     return (before in _OPENS_AFTER and after not in _CLOSES_BEFORE) or (
         after in _CLOSES_BEFORE and before not in _OPENS_AFTER
     )
