@@ -1064,6 +1064,10 @@ class _Parser:
             # a word glued to a quote (a",b" or "k"e"y"): the quote is misplaced, so where each string starts
             # and ends is a guess; quoting the word would keep that guess (["a",",b"])
             fix = []
+        elif nxt is not None and nxt[0] in (COMMENT, OPEN_COMMENT) and nxt[1] == word_end:
+            # a "comment" glued to the word (lib/*.js, a glob that lost its string's opening quote): the word runs
+            # on into it, so where it ends is a guess too
+            fix = []
         if key:
             self._add(s, word_end, "json.unquoted-key", "property names must be double-quoted strings", fix)
         else:

@@ -19,6 +19,7 @@ from collections import Counter
 
 from .edits import _common_prefix
 from .jsonc import _blank_jsonc, reblank
+from .quote_ties import boundary_quote, unpaired_escape
 
 INSERT = '",:{}[]\\'
 _Key = tuple[int, int, int, int, str, int, str]  # a candidate's rank (see keystroke_fix)
@@ -96,6 +97,8 @@ def keystroke_search(text: str, jsonc: bool) -> str | None:
     if len(ranked) > 1 and ranked[1][:2] == ranked[0][:2]:
         settled = _stray_quote(text, ranked, shape)
         if settled is None:
+            settled = _lost_quote(text, ranked, jsonc)
+        if settled is None:
             # equally plausible repairs that mean different things: the indentation cannot tell. A tie with the
             # deletion of a closer is left to the in-place repairs, which delete an unmatched closer (jsonrepair's
             # convention too: {"a": 1}} -> {"a": 1}); any other tie is no repair at all
@@ -145,6 +148,13 @@ def _undoubles(text: str, cand: str) -> bool:
     return text[pos - 1 : pos + 1] == '""' and text[pos + 1 :] == cand[pos:]
 
 
+def _lost_quote(text: str, ranked: list[_Key], jsonc: bool) -> list[_Key] | None:
+    """The tie settled for a quote lost or typed beside a delimiter (:func:`.quote_ties.boundary_quote`)."""
+    tied = [r for r in ranked if r[:2] == ranked[0][:2]]
+    won = boundary_quote(text, [r[4] for r in tied], jsonc)
+    return None if won is None else [tied[won], *(r for r in ranked if r is not tied[won])]
+
+
 def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | None:
     """The tie of a quote typed inside a string in a pretty-printed file, settled: ``"c"dmid"`` reads as
     ``"cdmid"`` (the quote deleted) or ``"c\\"dmid"`` (escaped), equally well indented. A file laid out one member
@@ -168,7 +178,9 @@ def _stray_quote(text: str, ranked: list[_Key], shape: _Shape) -> list[_Key] | N
         # a quote typed twice at a string's start or end (""key", "value""): one string, no quote inside it, then
         # the same quote again: the doubling is the slip, in any layout. "12"" may mean 12 inches.
         body = text[text.rfind('"', 0, pos - 1) + 1 : pos - 1]
-        return None if _PLAIN_NUMBER.fullmatch(body) else [gone, *ranked[2:]]
+        if _PLAIN_NUMBER.fullmatch(body) or unpaired_escape(gone[4], pos - 1):
+            return None  # "12"" may mean 12 inches; "a \"b"" may have lost the backslash of its second escape
+        return [gone, *ranked[2:]]
     if not shape.unit or escaped[4] != text[:pos] + "\\" + text[pos:] or "\n" in text[pos - 1 : pos + 2]:
         return None
     return [gone, *ranked[2:]]
@@ -245,7 +257,8 @@ def _candidates(
     for row in shape.rows_near(err):
         lo, hi = shape.starts[row], shape.ends[row]
         line = blank[lo:hi]
-        # JSONC: a quote typed before a "comment" may make it a string (https://host read as https: and a comment)
+        # JSONC: a quote typed or deleted before a "comment" may make it a string (https://host read as https: and a
+        # comment)
         own = text[lo:hi] if jsonc and _URL_AS_COMMENT.search(text, lo, hi) and text[lo:hi] != line else None
         # an edit after the part of the line that can begin a pretty-printed line (a minified document's line:
         # its first key) leaves a line _LINE refuses: those positions are not walked
@@ -277,7 +290,7 @@ def _candidates(
                 if not shape.unit and abs(a - err) > 1 and (ch or blank[a]) in "{}[]":
                     continue  # no indentation to say where a block ends: a bracket only where the reading failed
                 new_line = line[: a - lo] + ch + line[b - lo :]
-                if own is not None and ch == '"':
+                if own is not None and (ch == '"' or (not ch and blank[a] == '"')):  # a quote typed or deleted
                     new_line = _blank_jsonc(own[: a - lo] + ch + own[b - lo :])
                 elif jsonc and not ch and "/" in line[max(0, a - lo - 1) : a - lo + 2]:
                     # a character typed into a comment's "//" or "/*" ("/,/ note"): deleting it makes the comment again
@@ -533,15 +546,16 @@ def typed_letter(text: str, a: int, b: int) -> bool:
 
 def typed_at_line_start(text: str, a: int, b: int) -> bool:
     """Whether ``text[a:b]`` is one letter typed first on a line, apart from the line's value or closer by white space
-    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``), or last on a line after its comma (``"repair",x``): no JSON
-    value is one bare letter, so it is a keystroke's trace; quoting it would add an element (``"x", "gemini"``)
-    nobody wrote."""
+    (``x    "gemini",``, ``   x "chatgpt",``, `` x ],``), or last on a line after its comma or opener (``"repair",x``,
+    ``{x``): no JSON value is one bare letter, so it is a keystroke's trace; quoting it would add an element
+    (``"x", "gemini"``) nobody wrote."""
     if b - a != 1 or b >= len(text) or not text[a].isalpha() or not text[a].isascii():
         return False
     ls = text.rfind("\n", 0, a) + 1
     rest = text[b : b + 64]
-    if text[ls:a].rstrip(" \t").endswith(","):
-        # after a line's comma, last on the line ("repair",x): the next element is on the next line
+    if text[ls:a].rstrip(" \t\r").endswith((",", "{", "[")):
+        # after a line's comma or opener, last on the line ("repair",x; a CRLF file's "repair",\rx): the next element
+        # is on the next line
         return not rest.split("\n", 1)[0].strip(" \t\r") and "\n" in rest
     if text[ls:a].strip(" \t"):
         return False
@@ -885,7 +899,7 @@ class _Shape:
 
     def rows_near(self, err: int) -> list[int]:
         """The error's line and the two non-blank lines before it, then the first line whose indentation
-        disagrees with its depth (where a block lost its opener or closer) and the one before it."""
+        disagrees with its depth (where a block lost its opener or closer) and the non-blank one before it."""
         at = bisect.bisect_right(self.starts, min(err, len(self.text))) - 1
         picks = [at]
         k = at - 1
@@ -895,7 +909,10 @@ class _Shape:
             k -= 1
         odd = self._misfit.index(True) if True in self._misfit else None
         if odd is not None and self.unit:
-            picks += [odd, max(0, odd - 1)]
+            k = odd - 1
+            while k > 0 and self.indent[k] is None:
+                k -= 1  # the line before it with a token (a JSONC comment line is blank here)
+            picks += [odd, max(0, k)]
         return list(dict.fromkeys(picks))
 
 

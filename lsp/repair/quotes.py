@@ -17,8 +17,11 @@ import re
 
 from .jsonc import _blank_jsonc
 
-_VALUE_START = re.compile(r'(?:(?<=[:\[,])|^)[ \t\r\n]*"')  # after a comma: an array's next element
+_VALUE_START = re.compile(r'(?:(?<=[:\[,{])|^)[ \t\r\n]*"')  # after a comma: an array's next element; "{": a key
 _END = re.compile(r'"(?=[ \t]*(?:,[ \t]*"[^"\n]*"[ \t]*:|[}\]]|,?[ \t]*(?:\n|$)))')
+# Where else a string ends: an array element before the next element's quote (compact arrays share one line), a key
+# before its colon. With it, whether each quoted word must stand apart (a key's "k"e"y" is no quoted word).
+_ENDS = ((_END, False), (re.compile(r'"(?=[ \t]*,[ \t]*")'), False), (re.compile(r'"(?=[ \t]*:)'), True))
 _QUOTE = re.compile(r'(?<!\\)"')
 
 
@@ -40,23 +43,32 @@ def inner_quotes_fix(text: str, jsonc: bool) -> str | None:
     for q0 in reversed(starts[-3:]):
         line_end = blank.find("\n", q0)
         stop = len(blank) if line_end < 0 else line_end + 1
-        end = _END.search(blank, q0 + 1, stop)
-        if end is None:
-            continue
-        inner = [m.start() for m in _QUOTE.finditer(blank, q0 + 1, end.start())]
-        if not inner or len(inner) % 2:
-            continue
-        if any(not re.search(r"\w", blank[a + 1 : b]) for a, b in zip(inner[::2], inner[1::2], strict=True)):
-            continue  # '"hello" + " world"': the quotes enclose an operator, not a word (concatenation)
-        fixed = text
-        for pos in reversed(inner):
-            fixed = fixed[:pos] + "\\" + fixed[pos:]
-        try:
-            json.loads(_blank_jsonc(fixed) if jsonc else fixed)
-        except ValueError:
-            continue
-        return fixed
+        for end_at, apart in _ENDS:
+            end = end_at.search(blank, q0 + 1, stop)
+            fixed = None if end is None else _escaped_pairs(text, blank, q0, end.start(), jsonc, apart)
+            if fixed is not None:
+                return fixed
     return None
+
+
+def _escaped_pairs(text: str, blank: str, q0: int, end: int, jsonc: bool, apart: bool) -> str | None:
+    """``text`` with the quotes between ``q0`` and ``end`` (a string's own quotes) escaped, when they pair up around
+    words (``apart``: each pair with a space or the string's end outside it) and the document then parses; None
+    otherwise."""
+    inner = [m.start() for m in _QUOTE.finditer(blank, q0 + 1, end)]
+    if not inner or len(inner) % 2:
+        return None
+    pairs = list(zip(inner[::2], inner[1::2], strict=True))
+    if any(not re.search(r"\w", blank[a + 1 : b]) for a, b in pairs):
+        return None  # '"hello" + " world"': the quotes enclose an operator, not a word (concatenation)
+    if apart and any(
+        (a - 1 != q0 and not blank[a - 1].isspace()) or (b + 1 != end and not blank[b + 1].isspace()) for a, b in pairs
+    ):
+        return None
+    fixed = text
+    for pos in reversed(inner):
+        fixed = fixed[:pos] + "\\" + fixed[pos:]
+    return fixed if _parses(fixed, jsonc) else None
 
 
 _OPEN_LINE = re.compile(r'"(?:[^"\\\n]|\\.)*\n')  # a string still open at its line's end

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ..diagnostics import StructureIssue, normalize_language
 from . import jsonc as _json
 from . import markdown as _md
+from .compact import compact_keystroke
 from .edits import Edit, Fix, apply_edits, changed_span, minimal_edits
 from .keystroke import AMBIGUOUS, keystroke_search
 from .quotes import concat_fix, inner_quotes_fix, newline_in_string_fix
@@ -204,6 +205,8 @@ def _keystroke(text: str, lang: str, issue: StructureIssue | None) -> Fix | None
     lines or the three before them."""
     jsonc = lang == "jsonc"
     found = keystroke_search(text, jsonc)
+    if found is None and not jsonc:
+        found = compact_keystroke(text)
     if found is AMBIGUOUS:
         return AMBIGUOUS_FIX
     fixed = found or inner_quotes_fix(text, jsonc) or newline_in_string_fix(text, jsonc) or concat_fix(text, jsonc)

@@ -829,3 +829,153 @@ def test_a_closer_missing_inside_a_compact_document_that_ends_with_a_closer_gets
     # one member inside, or the root left open: closing at the end is the only reading
     assert json.loads(fixed_text('{"a":{"b":1}', "json") or "") == {"a": {"b": 1}}
     assert json.loads(fixed_text('[{"a":1},{"b":2}', "json") or "") == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # the opening quote lost after a comma: escaping or deleting the quote before the comma parses too, but
+        # each would make a string holding a delimiter ("es2024,ESNext.Array")
+        (
+            '{"lib":["es2024",ESNext.Array","ESNext.Iterator"],"m":1}',
+            '{"lib":["es2024","ESNext.Array","ESNext.Iterator"],"m":1}',
+        ),
+        # the closing quote lost before a comma
+        (
+            '{"roots":["./index.d.ts,"./node_modules/@types"],"c":true}',
+            '{"roots":["./index.d.ts","./node_modules/@types"],"c":true}',
+        ),
+        (
+            '{\n  "GM": ["Republic of The Gambia, "The Gambia", "Gambia"],\n  "GE": "Georgia"\n}\n',
+            '{\n  "GM": ["Republic of The Gambia", "The Gambia", "Gambia"],\n  "GE": "Georgia"\n}\n',
+        ),
+    ],
+)
+def test_a_quote_lost_beside_a_comma_in_compact_text_is_put_back(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the string's text holds a comma whichever reading is taken: where it ends is a guess
+        '{"a":["x,y,"z"],"b":1}',
+        # a stray quote inside a word of compact text (an inch mark or a slip: the user's call)
+        '{"key": "v"alue", "k": 1}',
+    ],
+)
+def test_a_quote_tie_that_no_plain_string_settles_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # a compact array: the element ends before the next element's quote, not at a ',"key":'
+        ('{"keywords":["html",""rich" editor","rte"],"n":1}', {"keywords": ["html", '"rich" editor', "rte"], "n": 1}),
+        ('{"a": ["x", ""JSXElement" > *", "y"]}', {"a": ["x", '"JSXElement" > *', "y"]}),
+        # a key quoting a word: it ends at its colon
+        ('{"my "key"": 1}', {'my "key"': 1}),
+    ],
+)
+def test_quoted_words_in_a_compact_element_or_a_key_are_escaped(text: str, value: object) -> None:
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out) == value
+
+
+def test_quotes_around_no_word_in_a_compact_array_are_a_missing_comma() -> None:
+    # two strings with no comma between them: the quotes enclose a space, no quoted word
+    assert fixed_text('["a" "b", "c"]', "json") == '["a", "b", "c"]'
+
+
+def _long_compact(member: str) -> tuple[str, dict]:
+    """A minified document past the keystroke search's whole-line limit, ``member`` in its middle."""
+    names = {f"K{i:03}": f"Country number {i}" for i in range(300)}
+    value = {"locale": "en", "countries": names}
+    text = json.dumps(value, separators=(",", ":"))
+    cut = text.index('"K150"')
+    return text[:cut] + member + "," + text[cut:], value
+
+
+@pytest.mark.parametrize(
+    ("member", "key", "meant"),
+    [
+        ('"PM":Saint Pierre and Miquelon"', "PM", "Saint Pierre and Miquelon"),  # an opening quote lost
+        ('"OM":""Oman"', "OM", "Oman"),  # a quote typed twice
+    ],
+)
+def test_one_keystroke_in_a_long_minified_document_is_undone(member: str, key: str, meant: str) -> None:
+    text, value = _long_compact(member)
+    assert len(text) > 4000 and "\n" not in text
+    out = fixed_text(text, "json")
+    assert out is not None and json.loads(out)["countries"] == {**value["countries"], key: meant}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the second escape of a quoted word lost its backslash: a doubled quote or a lost escape, no telling
+        '{"d":"Core schema \\"meta-schema"","e":1}',
+        '{"d":["Pitcairn",""Pitcairn\\" Islands"],"e":1}',
+    ],
+)
+def test_a_doubled_quote_beside_an_unpaired_escape_gets_no_fix(text: str) -> None:
+    assert fixed_text(text, "json") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # last on the root opener's line
+        ('{x\n  "name": "a",\n  "version": "1.0.0"\n}\n', '{\n  "name": "a",\n  "version": "1.0.0"\n}\n'),
+        # a CRLF file: the letter typed between a line's comma and its "\r"
+        ('[\r\n  "json",\rx\n  "llm"\r\n]\r\n', '[\r\n  "json",\r\n  "llm"\r\n]\r\n'),
+    ],
+)
+def test_a_letter_typed_last_on_a_line_after_its_opener_or_comma_is_deleted(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_bracket_typed_before_an_object_whose_first_line_is_a_comment_is_deleted() -> None:
+    # the first line indented other than it nests comes after a comment line: the "[" line is the one to edit
+    text = '{\n  "license": "MIT",\n  "dev":[ {\n    // note\n    "a": "^1.0.0",\n    "b": "^2.0.0"\n  }\n}\n'
+    assert fixed_text(text, "jsonc") == text.replace('"dev":[ {', '"dev": {')
+
+
+@pytest.mark.parametrize("slip", ['""url"', '"u"rl"'])
+def test_a_quote_slip_on_a_jsonc_line_whose_url_reads_as_a_comment_is_undone(slip: str) -> None:
+    # while the quotes are off, "https://..." reads as https: and a // comment: the edited line is blanked again
+    text = '{\n  // note about bugs\n  "bugs": {\n    "url": "https://github.com/x/issues"\n  },\n  "b": 1\n}\n'
+    assert fixed_text(text.replace('"url"', slip), "jsonc") == text
+
+
+@pytest.mark.parametrize(
+    ("text", "fixed"),
+    [
+        # deleting the other quote leaves " loose-json" (a space first), escaping it a quote in the value
+        ('{\n  "name":" "loose-json",\n  "v": "1.1.2"\n}\n', '{\n  "name": "loose-json",\n  "v": "1.1.2"\n}\n'),
+        ('{\n  "name": "json" ",\n  "v": "1.1.2"\n}\n', '{\n  "name": "json" ,\n  "v": "1.1.2"\n}\n'),
+    ],
+)
+def test_a_quote_typed_beside_a_delimiter_is_deleted(text: str, fixed: str) -> None:
+    assert fixed_text(text, "json") == fixed
+
+
+def test_a_quote_typed_twice_before_a_comma_stays_the_doubling_rules() -> None:
+    assert fixed_text('{"a": "12"", "b": 1}', "json") is None  # 12 inches, or a slip
+
+
+def test_a_jsonc_glob_that_lost_its_opening_quote_gets_no_fix() -> None:
+    # lib/*.js read as "lib" and a block comment: quoting "lib" and closing the comment would cut the string
+    text = '{\n  "scripts": {\n    "lint": eslint bin lib/*.js",\n    "test": "mocha"\n  },\n  "x": 1\n}\n'
+    assert fixed_text(text, "jsonc") is None
+
+
+def test_a_quote_lost_late_in_a_one_line_document_of_3000_characters_is_put_back() -> None:
+    # the keystroke search tries the line's edits from its start and stops after its parse budget, before the error
+    names = {f"K{i:03}": f"Country number {i}" for i in range(110)}
+    text = json.dumps({"locale": "en", "countries": names}, separators=(",", ":"))
+    cut = text.index('"K100"')
+    broken = text[:cut] + '"PM":Saint Pierre",' + text[cut:]
+    out = fixed_text(broken, "json")
+    assert out is not None and json.loads(out)["countries"] == {**names, "PM": "Saint Pierre"}
