@@ -45,8 +45,8 @@ MODULES = (
     "pytest_asyncio",
     "json_repair",
 )
-# 0.34 imports CuTe DSL at every engine's warm-up (0.33 only in kernels of other models)
-MODULES_034 = ("cutlass",)
+# 0.34 imports CuTe DSL and quack at every engine's warm-up (0.33 only in kernels of other models)
+MODULES_034 = ("cutlass", "quack")
 
 
 FA3_SO = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"

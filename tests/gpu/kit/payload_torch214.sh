@@ -4,8 +4,9 @@
 # $WORK/kit.tar.xz. 0.34.0 pins the same torch and names the same packages; it raises five floors the image (and
 # 0.33's pins) fall below: huggingface_hub >= 2.0 (the image has 1.33; hub 2 wants hf-xet >= 1.6), filelock >= 4.2.4,
 # tokenizers >= 0.23.3, and transformers < 5.23 with them (5.22.2, what pip resolves for 0.34 today; the image's 5.17
-# caps the hub below 2); and CuTe DSL (nvidia-cutlass-dsl 4.8.0 with its cu13 libraries), which 0.34 imports at every
-# engine's warm-up on CUDA (model_executor/warmup/kernel_warmup.py -> minimax_m3_msa_warmup -> `import cutlass`).
+# caps the hub below 2); and CuTe DSL (nvidia-cutlass-dsl 4.8.0 with its cu13 libraries) and quack-kernels 0.6.5 (with
+# torch-c-dlpack-ext), which 0.34 imports at every engine's warm-up on CUDA (model_executor/warmup/kernel_warmup.py ->
+# minimax_m3_msa_warmup -> `import cutlass`, `import quack`): without them no engine starts.
 #
 #   - torch 2.14.0 (cu130) with the libraries it pins newer than the image's torch 2.11: triton 3.8.0 (3.6.0 there),
 #     nvidia-cudnn-cu13 9.24.0.43 (9.19: torch refuses a runtime cuDNN older than the one it was built with),
@@ -34,7 +35,7 @@ case "$KIT" in
 0.34) VLLM_VERSION=0.34.0
   NEWER=(huggingface_hub==2.4.0 hf-xet==1.8.0 filelock==4.3.2 tokenizers==0.23.3 transformers==5.22.2
          nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-dsl-libs-base==4.8.0 nvidia-cutlass-dsl-libs-core==4.8.0
-         nvidia-cutlass-dsl-libs-cu13==4.8.0) ;;
+         nvidia-cutlass-dsl-libs-cu13==4.8.0 quack-kernels==0.6.5 torch-c-dlpack-ext==0.1.5) ;;
 *) echo "payload: KIT=$KIT: no such kit (0.33, 0.34)" >&2; exit 2 ;;
 esac
 TORCH_PINS=(triton==3.8.0 nvidia-cudnn-cu13==9.24.0.43 nvidia-nccl-cu13==2.30.7 torchvision==0.29.0)
