@@ -35,7 +35,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from repair_sets import npm_tgz, strict_loads, write_cases
+from repair_sets import license_pypi, npm_tgz, strict_loads, write_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "bench" / "repair_eval3_tools"
@@ -117,17 +117,6 @@ def _pypi(spec: str) -> Path:
     return next(p for p in (CACHE / f"{stem}-{version}.tar.gz", CACHE / f"{name}-{version}.tar.gz") if p.exists())
 
 
-def _license_pypi(tar: tarfile.TarFile) -> str:
-    info = next(m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
-    meta = tar.extractfile(info).read().decode("utf-8", "replace")  # type: ignore[union-attr]
-    for key in ("License-Expression", "License"):
-        m = re.search(rf"^{key}: *(\S.*)$", meta, re.M)
-        if m and m.group(1).strip() not in ("UNKNOWN", ""):
-            return m.group(1).strip().split()[0]
-    m = re.search(r"^Classifier: License :: OSI Approved :: (\S+)", meta, re.M)
-    return m.group(1) if m else "?"
-
-
 def split_of(key: str) -> str:
     return "holdout" if int(hashlib.sha1(key.encode()).hexdigest(), 16) % 3 == 0 else "tune"
 
@@ -143,7 +132,7 @@ def suite_pairs() -> list[tuple[str, str, str, Any]]:
     for spec, funcs in PYPI.items():
         path = _pypi(spec)
         with tarfile.open(path) as tar:
-            lic = _license_pypi(tar)
+            lic = license_pypi(tar)
             if not lic.startswith(OK_LICENSES):
                 print(f"skip {spec}: license {lic}")
                 continue

@@ -55,7 +55,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repair_independent import signature  # noqa: E402
-from repair_sets import npm_tgz, write_cases  # noqa: E402
+from repair_sets import license_pypi, npm_tgz, write_cases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "repair_eval5"
@@ -131,17 +131,6 @@ def _pypi(spec: str) -> Path:
     return path
 
 
-def _license_pypi(tar: tarfile.TarFile) -> str:
-    info = next(m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
-    meta = tar.extractfile(info).read().decode("utf-8", "replace")  # type: ignore[union-attr]
-    for key in ("License-Expression", "License"):
-        m = re.search(rf"^{key}: *(\S.*)$", meta, re.M)
-        if m and m.group(1).strip() not in ("UNKNOWN", ""):
-            return m.group(1).strip().split()[0]
-    m = re.search(r"^Classifier: License :: OSI Approved :: (\S+)", meta, re.M)
-    return m.group(1) if m else "?"
-
-
 def fetch() -> list[tuple[str, str, str, str]]:
     """(package name, "spec (license)", path, text) of every pinned Markdown file."""
     out = []
@@ -154,7 +143,7 @@ def fetch() -> list[tuple[str, str, str, str]]:
             out.append((spec.rsplit("@", 1)[0], f"{spec} ({lic})", p, text))
     for spec, paths in PYPI.items():
         tar = tarfile.open(_pypi(spec))
-        lic = _license_pypi(tar)
+        lic = license_pypi(tar)
         assert lic.startswith(OK_LICENSES), (spec, lic)
         top = spec.replace("==", "-")
         for p in paths:

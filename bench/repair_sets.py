@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,15 @@ def strict_loads(text: str) -> Any:
         raise ValueError(name)
 
     return json.loads(text, parse_constant=no_constant)
+
+
+def license_pypi(tar: tarfile.TarFile) -> str:
+    """An sdist's licence from its own PKG-INFO: License-Expression, License, else the OSI classifier; "?" if none."""
+    info = next(m for m in tar.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
+    meta = tar.extractfile(info).read().decode("utf-8", "replace")  # type: ignore[union-attr]
+    for key in ("License-Expression", "License"):
+        m = re.search(rf"^{key}: *(\S.*)$", meta, re.M)
+        if m and m.group(1).strip() not in ("UNKNOWN", ""):
+            return m.group(1).strip().split()[0]
+    m = re.search(r"^Classifier: License :: OSI Approved :: (\S+)", meta, re.M)
+    return m.group(1) if m else "?"
