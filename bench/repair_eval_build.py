@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from repair_sets import write_cases  # noqa: E402
+from repair_sets import replace_line, write_cases  # noqa: E402
 from repair_upstream import CASES, MD_CASES, NOFIX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,15 +233,6 @@ def _tokens(text: str) -> list:
     return MarkdownIt("commonmark").enable("table").parse(text)
 
 
-def _set_line(lines: list[str], i: int, new: str | None) -> str:
-    out = list(lines)
-    if new is None:
-        del out[i]
-    else:
-        out[i] = new
-    return "".join(out)
-
-
 def fence_breaks(text: str, lines: list[str], toks: list) -> list[tuple[str, str]]:
     out = []
     for t in toks:
@@ -251,10 +242,10 @@ def fence_breaks(text: str, lines: list[str], toks: list) -> list[tuple[str, str
         close = lines[b - 1] if b - 1 < len(lines) else ""
         if b - 1 > a and close.strip().startswith(t.markup) and b < len(lines):
             k = close.index(t.markup[0])
-            out.append((_set_line(lines, b - 1, close[:k] + close[k + 1 :]), "fence unclosed"))
+            out.append((replace_line(lines, b - 1, close[:k] + close[k + 1 :]), "fence unclosed"))
             op = lines[a]
             j = op.index(t.markup[0])
-            out.append((_set_line(lines, a, op[:j] + t.markup[0] + op[j:]), "fence length"))
+            out.append((replace_line(lines, a, op[:j] + t.markup[0] + op[j:]), "fence length"))
     return out
 
 
@@ -270,18 +261,18 @@ def list_breaks(text: str, lines: list[str], toks: list) -> list[tuple[str, str]
             ln = lines[it.map[0]]
             k = len(ln) - len(ln.lstrip())
             other = "*" if ln[k] != "*" else "-"
-            out.append((_set_line(lines, it.map[0], ln[:k] + other + ln[k + 1 :]), "list marker"))
+            out.append((replace_line(lines, it.map[0], ln[:k] + other + ln[k + 1 :]), "list marker"))
         if len(items) >= 3 and t.type == "ordered_list_open":
             nums = [int(u.info) for u in items if u.info.isdigit()]
             if len(nums) == len(items) and (nums == list(range(nums[0], nums[0] + len(nums))) or len(set(nums)) == 1):
                 it = items[len(items) // 2]
                 ln = lines[it.map[0]]
-                out.append((_set_line(lines, it.map[0], ln.replace(it.info, str(int(it.info) + 1), 1)), "list number"))
+                out.append((replace_line(lines, it.map[0], ln.replace(it.info, str(int(it.info) + 1), 1)), "list number"))
         if t.level > 0 and t.type == "bullet_list_open" and len(items) >= 2:
             it = items[-1]
             ln = lines[it.map[0]]
             if ln.startswith(" "):
-                out.append((_set_line(lines, it.map[0], ln[1:]), "list nesting"))
+                out.append((replace_line(lines, it.map[0], ln[1:]), "list nesting"))
     return out
 
 
@@ -301,15 +292,15 @@ def table_breaks(text: str, lines: list[str], toks: list) -> list[tuple[str, str
             k = body[len(body) // 2]
             ln = lines[k]
             j = ln.index("|")
-            out.append((_set_line(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style"))
+            out.append((replace_line(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style"))
         sep = lines[a + 1]
         inner = [m.start() for m in re.finditer(r"\|", sep.strip())]
         if len(inner) >= 3:
             off = len(sep) - len(sep.lstrip())
             j = off + inner[1]
-            out.append((_set_line(lines, a + 1, sep[:j] + sep[j + 1 :]), "table separator"))
+            out.append((replace_line(lines, a + 1, sep[:j] + sep[j + 1 :]), "table separator"))
         if b + 1 < len(lines) and not lines[b].strip() and re.match(r"\s*[A-Za-z]", lines[b + 1]):
-            out.append((_set_line(lines, b, None), "table swallows paragraph"))
+            out.append((replace_line(lines, b, None), "table swallows paragraph"))
     return out
 
 

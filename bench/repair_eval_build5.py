@@ -55,7 +55,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repair_independent import signature  # noqa: E402
-from repair_sets import license_pypi, npm_tgz, write_cases  # noqa: E402
+from repair_sets import license_pypi, npm_tgz, replace_line, write_cases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fixtures" / "repair_eval5"
@@ -188,15 +188,6 @@ _CODE_HASH = {
 }
 
 
-def _put(lines: list[str], i: int, new: str | None) -> str:
-    out = list(lines)
-    if new is None:
-        del out[i]
-    else:
-        out[i] = new
-    return "".join(out)
-
-
 def _fences(lines: list[str], toks: list) -> list[tuple[Any, int, int]]:
     """(token, opener line, closer line) of every fence closed by a bare line of its own run, outside blockquotes."""
     out = []
@@ -228,24 +219,24 @@ def fence_breaks(lines: list[str], toks: list) -> list[Damage]:
             after = lines[c + 1 : c + 3]
             blank_after = bool(after) and not after[0].strip()
             clear = blank_after and _prose(rest[0]) and not (info in _CODE_HASH and rest[0].startswith("#"))
-            out.append((_put(lines, c, None), "fence unclosed", not clear))
-            out.append((_put(lines, c, close[:k] + close[k + 1 :]), "fence closer keystroke", False))
+            out.append((replace_line(lines, c, None), "fence unclosed", not clear))
+            out.append((replace_line(lines, c, close[:k] + close[k + 1 :]), "fence closer keystroke", False))
             if run == 3:
-                out.append((_put(lines, a, op[:j] + op[j + 1 :]), "fence opener keystroke", False))
+                out.append((replace_line(lines, a, op[:j] + op[j + 1 :]), "fence opener keystroke", False))
         other = "~" if ch == "`" else "`"
-        variants = [_put(lines, a, op[:j] + ch + op[j:])]
+        variants = [replace_line(lines, a, op[:j] + ch + op[j:])]
         if c + 1 < len(lines):
-            variants.append(_put(lines, c, close.replace(ch * run, other * run, 1)))
+            variants.append(replace_line(lines, c, close.replace(ch * run, other * run, 1)))
         if other == "~" or "`" not in t.info:
-            variants.append(_put(lines, a, op.replace(ch * run, other * run, 1)))
+            variants.append(replace_line(lines, a, op.replace(ch * run, other * run, 1)))
         out += [(v, "fence mismatch", False) for v in variants]
         inner = [len(m.group(1)) for m in re.finditer(rf"^[ \t]*({re.escape(ch)}{{3,}})", t.content, re.M)]
         if inner and max(inner) < run:
             short = ch * max(inner)
-            opened = _put(lines, a, op.replace(t.markup, short, 1))
+            opened = replace_line(lines, a, op.replace(t.markup, short, 1))
             out.append((opened, "fence nested", False))
             both = opened.splitlines(keepends=True)
-            out.append((_put(both, c, close.replace(ch * (len(close.strip())), short, 1)), "fence nested", False))
+            out.append((replace_line(both, c, close.replace(ch * (len(close.strip())), short, 1)), "fence nested", False))
     return out
 
 
@@ -274,7 +265,7 @@ def list_breaks(lines: list[str], toks: list, rng: random.Random) -> list[Damage
             k = len(ln) - len(ln.lstrip())
             other = rng.choice([m for m in "-*+" if m != ln[k]])
             edge = n in (0, len(items) - 1)
-            out.append((_put(lines, items[n].map[0], ln[:k] + other + ln[k + 1 :]), "list marker", edge))
+            out.append((replace_line(lines, items[n].map[0], ln[:k] + other + ln[k + 1 :]), "list marker", edge))
         if t.type == "ordered_list_open":
             nums = [int(u.info) for u in items if u.info.isdigit()]
             if len(nums) == len(items) and (nums == list(range(nums[0], nums[0] + len(nums))) or len(set(nums)) == 1):
@@ -284,17 +275,17 @@ def list_breaks(lines: list[str], toks: list, rng: random.Random) -> list[Damage
                 k = ln.index(items[n].info)
                 if new >= 0 and new != nums[n]:
                     fixed = ln[:k] + str(new) + ln[k + len(items[n].info) :]
-                    out.append((_put(lines, items[n].map[0], fixed), "list number", False))
+                    out.append((replace_line(lines, items[n].map[0], fixed), "list number", False))
         if t.level > 0 and t.type == "bullet_list_open":
             n = rng.randrange(len(items))
             row = items[n].map[0]
             ln = lines[row]
             ind = len(ln) - len(ln.lstrip(" "))
             if ind >= 2:
-                out.append((_put(lines, row, ln[1:]), "list nesting", n == 0))
+                out.append((replace_line(lines, row, ln[1:]), "list nesting", n == 0))
                 parent = _parent_column(lines, toks, i)
                 if parent is not None and parent < ind:
-                    out.append((_put(lines, row, ln[ind - parent :]), "list nesting", True))
+                    out.append((replace_line(lines, row, ln[ind - parent :]), "list nesting", True))
         for u in items:  # a continuation paragraph of an item, after a blank line
             paras = [
                 p
@@ -339,24 +330,24 @@ def table_breaks(lines: list[str], toks: list, rng: random.Random) -> list[Damag
             ln = lines[k]
             if rng.random() < 0.5:
                 j = ln.index("|")
-                out.append((_put(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style", False))
+                out.append((replace_line(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style", False))
             else:
                 j = ln.rstrip().rindex("|")
-                out.append((_put(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style", False))
+                out.append((replace_line(lines, k, ln[:j] + ln[j + 1 :]), "table pipe style", False))
         elif not both and len(rows) >= 2:
             k = rng.choice(rows)
             ln = lines[k]
-            out.append((_put(lines, k, ln.rstrip("\n").rstrip() + " |\n"), "table pipe style", False))
+            out.append((replace_line(lines, k, ln.rstrip("\n").rstrip() + " |\n"), "table pipe style", False))
         sep = lines[a + 1]
         inner = [m.start() for m in re.finditer(r"\|", sep.strip())]
         inner = [p for p in inner if 0 < p < len(sep.strip()) - 1]
         if inner:
             off = len(sep) - len(sep.lstrip())
             j = off + rng.choice(inner)
-            out.append((_put(lines, a + 1, sep[:j] + sep[j + 1 :]), "table separator", False))
-        out.append((_put(lines, a + 1, None), "table no separator", False))
+            out.append((replace_line(lines, a + 1, sep[:j] + sep[j + 1 :]), "table separator", False))
+        out.append((replace_line(lines, a + 1, None), "table no separator", False))
         if b + 1 < len(lines) and not lines[b].strip() and re.match(r"[A-Za-z*_`\[]", lines[b + 1]):
-            out.append((_put(lines, b, None), "table swallows paragraph", False))
+            out.append((replace_line(lines, b, None), "table swallows paragraph", False))
         body = list(range(a + 2, b))
         if body:
             k = rng.choice(body)
@@ -366,7 +357,7 @@ def table_breaks(lines: list[str], toks: list, rng: random.Random) -> list[Damag
             pipes = [p for p in pipes if ln[p + 1 :].strip()]
             if s and pipes:
                 j = rng.choice(pipes)
-                out.append((_put(lines, k, ln[:j] + ln[j + 1 :]), "table cell pipe", True))
+                out.append((replace_line(lines, k, ln[:j] + ln[j + 1 :]), "table cell pipe", True))
     return out
 
 
@@ -379,7 +370,7 @@ def blank_breaks(lines: list[str], toks: list) -> list[Damage]:
             continue
         gap = range(prev.map[1], nxt.map[0])
         if len(gap) == 1 and not lines[gap[0]].strip():
-            out.append((_put(lines, gap[0], None), "blank line lost", True))
+            out.append((replace_line(lines, gap[0], None), "blank line lost", True))
     return out
 
 

@@ -50,3 +50,13 @@ def license_pypi(tar: tarfile.TarFile) -> str:
             return m.group(1).strip().split()[0]
     m = re.search(r"^Classifier: License :: OSI Approved :: (\S+)", meta, re.M)
     return m.group(1) if m else "?"
+
+
+def replace_line(lines: list[str], i: int, new: str | None) -> str:
+    """``lines`` (each with its line end) joined, line ``i`` replaced by ``new`` or deleted (None)."""
+    out = list(lines)
+    if new is None:
+        del out[i]
+    else:
+        out[i] = new
+    return "".join(out)
