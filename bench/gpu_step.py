@@ -594,7 +594,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         model=model,
         load_format="dummy",
         diffusion_config={"canvas_length": canvas, "max_denoising_steps": steps},
-        attention_backend="TRITON_ATTN",
+        # "auto": vLLM's own pick (FlashAttention-4 on Hopper since 0.33), what `vllm serve` runs without the flag
+        **({} if args.attention_backend == "auto" else {"attention_backend": args.attention_backend}),
         max_num_seqs=4,
         generation_config="vllm",
         language_model_only=True,
@@ -649,6 +650,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         emit({"part": "vllm", "engine": label, "canvas": canvas, "steps": steps, "ctx": ctx, "batch": batch,
               "detokenize": detok, **r, "cached_total_ms": cached["total_ms"], "cached_commit_ms": cached["commit_ms"],
               "cached_step_ms": cached["step_ms"]})  # fmt: skip
+    if args.edit_tail:
+        edited_prompt(eng, label, canvas, steps, args.edit_tail, rng, serial)
     if args.profile:
         for ctx, batch in ((1024, 1), (1024, 4)):
             profile_denoising(eng, label, ctx, batch, canvas, rng)
@@ -742,6 +745,59 @@ def summarize_trace(trace: dict, n_steps: int) -> dict:
         ],
         **idle_gaps(kern, n_steps),
     }
+
+
+def edited_prompt(
+    eng, label: str, canvas: int, steps: int, tail: int, rng, serial: list[int], ctx: int = 1024, n: int = 5
+) -> None:
+    """A keystroke's request in-process: a cached 1k prompt whose last ``tail`` tokens changed, batch 1. Per engine
+    step (median of ``n`` requests): the first step (the prompt's uncached tail, and what else the engine runs with
+    it) against a denoising step, and a torch.profiler table of that first step's kernels: where the language
+    server's keystroke -> first draft goes before the denoising starts."""
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    sp = SamplingParams(max_tokens=canvas, detokenize=False, ignore_eos=True)
+    base = rng.integers(10, VOCAB, ctx).tolist()
+
+    def one(prompt: list[int], prof_first: bool = False) -> list[float]:
+        serial[0] += 1
+        t = time.perf_counter()
+        eng.add_request(f"edit{serial[0]}", TokensPrompt(prompt_token_ids=prompt), sp)
+        marks, prof = [], None
+        while eng.has_unfinished_requests():
+            if prof_first and not marks:
+                torch.cuda.synchronize()
+                prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+                prof.__enter__()
+            eng.step()
+            if prof is not None:
+                torch.cuda.synchronize()
+                prof.__exit__(None, None, None)
+                path = Path(tempfile.mkdtemp()) / "trace.json"
+                prof.export_chrome_trace(str(path))
+                emit({"part": "profile", "engine": label, "what": f"first step, {tail} new tokens after {ctx - tail}"
+                      " cached", "ctx": ctx, "batch": 1, "canvas": canvas, "steps": 1,
+                      **summarize_trace(json.loads(path.read_text()), 1)})  # fmt: skip
+                prof, prof_first = None, False
+            now = time.perf_counter()
+            marks.append(now - t)
+            t = now
+        return marks
+
+    one(base)  # fills the prefix cache
+    runs = [one(base[:-tail] + rng.integers(10, VOCAB, tail).tolist()) for _ in range(n)]
+    one(base[:-tail] + rng.integers(10, VOCAB, tail).tolist(), prof_first=True)
+    first = med([r[0] for r in runs])
+    step = med([x for r in runs for x in r[2:-1]])
+    emit({"part": "vllm", "engine": label, "what": "edited prompt", "canvas": canvas, "steps": steps, "ctx": ctx,
+          "tail": tail, "batch": 1, "engine_steps": len(runs[0]), "first_step_ms": round(first * 1e3, 2),
+          "second_step_ms": round(med([r[1] for r in runs]) * 1e3, 2), "denoise_step_ms": round(step * 1e3, 2),
+          "total_ms": round(med([sum(r) for r in runs]) * 1e3, 1)})  # fmt: skip
 
 
 def profile_denoising(eng, label: str, ctx: int, batch: int, canvas: int, rng, n_prof: int = 6) -> None:
@@ -873,10 +929,10 @@ def vllm_first_child(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
-def _fp8_triton_job(label: str, extra: list[str] | None = None) -> tuple:
+def _fp8_triton_job(label: str, extra: list[str] | None = None, plugin: bool = True) -> tuple:
     """An engine job on the FP8 variant's scheme with vLLM's Triton MoE as VLLMBackend starts it (1k context,
-    batch 1 and 4, timed and profiled): the plugin on, plus the child's ``extra`` arguments."""
-    return (label, {"DGEMMA_VLLM_PLUGIN": "1"},
+    batch 1 and 4, timed and profiled): the plugin on (or off), plus the child's ``extra`` arguments."""
+    return (label, {"DGEMMA_VLLM_PLUGIN": "1" if plugin else "0"},
             ["--child", "engine", "--label", label, "--canvas", "256", "--no-detok", "--graph-sizes", "--quantization",
              "fp8_dynamic", "--moe-backend", "triton", "--shapes", "1024x1,1024x4", "--profile", *(extra or [])])  # fmt: skip
 
@@ -906,7 +962,12 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
                                                      "--shapes", "1024x1,1024x4", "--profile"]),
         _fp8_triton_job("ours_fp8dyn_triton"),
         # the same engine at the keystroke benchmark's single-line canvas: the step without the server's host path
-        _fp8_triton_job("ours_fp8dyn_triton_c32", extra=["--canvas", "32"]),
+        _fp8_triton_job("ours_fp8dyn_triton_c32", extra=["--canvas", "32", "--edit-tail", "8"]),
+        # vLLM's stock attention (FlashAttention-4 on Hopper since 0.33), the plugin off: `vllm serve` without the
+        # vendor's --attention-backend flag, with the same MoE kernel and scheme as the rows above
+        _fp8_triton_job("native_fa4_c32", plugin=False,
+                        extra=["--canvas", "32", "--edit-tail", "8", "--attention-backend", "auto"]),
+        _fp8_triton_job("native_fa4", plugin=False, extra=["--attention-backend", "auto"]),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (those
         # took 2.80 ms at batch 4 against a 1.75 ms floor); measured no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
@@ -980,6 +1041,8 @@ def main() -> None:
     ap.add_argument("--linear-backend", default="", help="vLLM's linear_backend (e.g. torch); default vLLM's pick")
     ap.add_argument("--inductor", default="", help='inductor options as JSON, e.g. {"coordinate_descent_tuning": true}')
     ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
+    ap.add_argument("--attention-backend", default="TRITON_ATTN", help="vLLM's attention backend; auto: vLLM's pick")
+    ap.add_argument("--edit-tail", type=int, default=0, help="then a cached 1k prompt with this many new last tokens")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")

@@ -21,18 +21,21 @@
 #     TRITON_ATTN never imports (flashinfer, CuTe DSL / cutlass, quack, tilelang, tokenspeed-mla, humming-kernels,
 #     cudnn-frontend, fastsafetensors, instanttensor, torchcodec, PyNvVideoCodec, nvtx: the evidence is in
 #     bench/RESULTS.md); numba, opencv-python-headless and torchaudio 2.11 stay the image's;
+#   - 0.34 only: FlashAttention-4 (vllm/vllm_flash_attn/cute, 3 MB of Python compiled by CuTe DSL at run time), vLLM's
+#     stock attention on Hopper since 0.33: the native baseline of bench/RESULTS.md;
 #   - compressed-tensors (fp8 checkpoints) and the language server's GPU tests (pygls ... pytest 9), as the 0.26 kit;
 #   - triton without proton, Blackwell ptxas / CUPTI and static libraries (its AMD backend stays: `import triton`
 #     imports it);
 #   - every CUDA fatbin entry that is neither sm_90 code nor PTX <= sm_90 zeroed (fatbin_arches.py --zero).
-# xz -9 over zstd -19: smaller and faster here (bench/RESULTS.md). Needs: python3 with pip, readelf, xz.
+# xz -9 over zstd -19: smaller and faster here (bench/RESULTS.md); XZ_LEVEL=3 trades 5 % size for minutes on a busy machine. Needs: python3 with pip, readelf, xz.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${WORK:?}"
 KIT="${KIT:-0.33}" TORCH_VERSION=2.14.0
+KEEP=(--keep vllm/vllm_flash_attn/_vllm_fa3_C)
 case "$KIT" in
 0.33) VLLM_VERSION=0.33.0 NEWER=() ;;
-0.34) VLLM_VERSION=0.34.0
+0.34) VLLM_VERSION=0.34.0 KEEP+=(--keep vllm/vllm_flash_attn/cute/)
   NEWER=(huggingface_hub==2.4.0 hf-xet==1.8.0 filelock==4.3.2 tokenizers==0.23.3 transformers==5.22.2
          nvidia-cutlass-dsl==4.8.0 nvidia-cutlass-dsl-libs-base==4.8.0 nvidia-cutlass-dsl-libs-core==4.8.0
          nvidia-cutlass-dsl-libs-cu13==4.8.0 quack-kernels==0.6.5 torch-c-dlpack-ext==0.1.5) ;;
@@ -76,7 +79,7 @@ python3 -m pip download -q --no-deps "${TAGS[@]}" -d "$WORK/dl" "vllm==$VLLM_VER
 echo "payload: wheels in $WORK/dl ($(du -sh "$WORK/dl" | cut -f1)), $(( $(now) - t0 )) s"
 rm -rf "$WORK/wheels" "$WORK/site" && mkdir -p "$WORK/wheels" "$WORK/site"
 VW="$WORK/dl/vllm-$VLLM_VERSION-cp38-abi3-manylinux_2_28_x86_64.whl"
-python3 "$HERE/strip_vllm_wheel.py" --keep vllm/vllm_flash_attn/_vllm_fa3_C "$VW" "$WORK/wheels/$(basename "$VW")"
+python3 "$HERE/strip_vllm_wheel.py" "${KEEP[@]}" "$VW" "$WORK/wheels/$(basename "$VW")"
 for w in "$WORK"/dl/*.whl; do [ "$w" = "$VW" ] || ln -s "$w" "$WORK/wheels/"; done
 # one wheel of each name (a re-run with other pins leaves older wheels in the cache): the pins decide
 want=("torch==$TORCH_VERSION" "${TORCH_PINS[@]}" "${VLLM_DEPS[@]}" "${NEWER[@]}" "${FP8_DEPS[@]}" "${LSP_DEPS[@]}" "$@")
@@ -97,5 +100,5 @@ while IFS= read -r f; do
 done < <(find "$WORK/site" -name '*.so*' -type f -size +1M)
 echo "payload: $zeroed libraries zeroed outside sm_90, site $(du -sb "$WORK/site" | cut -f1) B, $(( $(now) - t0 )) s"
 rm -f "$WORK/kit.tar.xz"
-tar cf - -C "$WORK/site" . | xz -9 -T2 > "$WORK/kit.tar.xz"
+tar cf - -C "$WORK/site" . | xz "-${XZ_LEVEL:-9}" -T2 > "$WORK/kit.tar.xz"
 echo "payload: kit.tar.xz $(stat -c %s "$WORK/kit.tar.xz") B, $(( $(now) - t0 )) s"
