@@ -46,7 +46,7 @@ MODULES = (
     "json_repair",
 )
 # 0.34 imports CuTe DSL and quack at every engine's warm-up (0.33 only in kernels of other models)
-MODULES_034 = ("cutlass", "quack")
+MODULES_034 = ("cutlass", "quack", "vllm.vllm_flash_attn.cute.interface")
 
 
 FA3_SO = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
