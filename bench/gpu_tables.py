@@ -231,10 +231,10 @@ def render(rows: list[Row]) -> str:
                 ["engine", "ctx", "batch", "wall", "GPU kernels", "GPU span", *cats],
                 [
                     [
-                        r["engine"],
+                        r["engine"] + (f" ({r['what']})" if r.get("what") else ""),
                         r["ctx"],
                         r["batch"],
-                        r["wall_ms_per_step"],
+                        r.get("wall_ms_per_step"),
                         r["gpu_ms_per_step"],
                         r["gpu_span_ms_per_step"],
                         *(r["by_cat_ms_per_step"].get(c) for c in cats),
