@@ -105,7 +105,7 @@ def fa3_splits_for(splits: tuple[tuple[int | None, int], ...], rows: int) -> int
 
 
 def fa3_available() -> bool:
-    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4) and
+    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the device kits keep them) and
     take the arguments :func:`_fa3_pass` gives them (vLLM 0.33's and 0.34's op: 37, ``seqused_q`` 11th)."""
     try:
         from vllm.vllm_flash_attn import flash_attn_interface as fai
