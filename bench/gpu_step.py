@@ -221,13 +221,13 @@ def ours_sample(logits, temp, embed, bound: float, splits: int | None = 1, block
     return out.next_canvas, out.argmax, soft
 
 
-KERNEL_VARIANTS = {  # name -> (splits, block_v, sample) of our row kernel; the sweep picks the plugin's setting
+KERNEL_VARIANTS = {  # name -> (splits, block_v, sample) of our row kernel; the sweep names the fastest
     "ours_triton": (1, 2048, "gumbel"),
     "ours_triton_split": (None, 2048, "gumbel"),
     "ours_bv1024": (1, 1024, "gumbel"),
     "ours_bv4096": (1, 4096, "gumbel"),
     "ours_split_bv1024": (None, 1024, "gumbel"),
-    # one uniform a row, inverse CDF in the probabilities pass (the plugin's launch: vllm_model.KERNEL_OPTIONS)
+    # one uniform a row, inverse CDF in the probabilities pass
     "ours_cdf": (1, 2048, "cdf"),
     "ours_cdf_bv1024": (1, 1024, "cdf"),
 }
@@ -669,7 +669,7 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
     # our denoising kernels (not "_combine": that is also the head-512 kernel's _combine_kernel)
     ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_state_kernel", "_inputs_kernel")),
-    # per-token fp8 activation quantization (FP8 variant): vLLM's kernel, ours (moe_quant), and inductor's fused
+    # per-token fp8 activation quantization (FP8 variant): vLLM's kernel, ours (in older traces), and inductor's fused
     # norm/activation + quantize reductions, named after the scaled_mm they feed
     ("quant", ("_act_quant", "fp8_quant", "scaled_mm_div")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),

@@ -24,7 +24,7 @@ class ConfigError(ValueError):
     pass
 
 
-# vLLM 0.26's ``moe_backend`` names (``vllm/config/kernel.py``) that apply to DiffusionGemma's experts on CUDA;
+# vLLM's ``moe_backend`` names (``vllm/config/kernel.py``'s ``MoEBackend``) that apply to DiffusionGemma's experts on CUDA;
 # "auto" leaves the pick to vLLM and is not passed on.
 VLLM_MOE_BACKENDS = ("auto", "triton", "cutlass", "deep_gemm", "marlin", "flashinfer_cutlass", "flashinfer_trtllm")
 

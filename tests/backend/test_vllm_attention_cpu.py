@@ -5,7 +5,7 @@ Run with ``scripts/test-vllm-cpu.sh`` (sets ``DGEMMA_VLLM_PYTHON``). The checks 
 ``activate()``, our implementation is built through vLLM's real ``TritonAttentionImpl.__init__``, and the
 ``is_quantized_kv_cache`` import falls back to ``vllm.utils.torch_utils`` where ``vllm.v1.kv_cache_interface`` lacks it.
 Its launches need a GPU: the GPU test (tests/gpu/test_gpu_vllm_attention.py) compares them with vLLM's own
-``TRITON_ATTN``; tests/backend/test_vllm_attention_surface.py reads what they take from the 0.26 and 0.33 wheels.
+``TRITON_ATTN``; tests/backend/test_vllm_attention_surface.py reads what they take from the 0.33 and 0.34 wheels.
 """
 
 from __future__ import annotations

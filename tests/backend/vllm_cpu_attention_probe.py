@@ -77,7 +77,7 @@ def main() -> dict:
         kvi.is_quantized_kv_cache = kept
     return {
         "version": vllm.__version__,
-        "features": sorted(vllm_plugin.active_features(vllm_plugin.vllm_has_native_options())),
+        "features": sorted(vllm_plugin.active_features()),
         "before": before,
         "after_register": registered,
         "after": AttentionBackendEnum.TRITON_ATTN.get_path(),

@@ -64,7 +64,7 @@ def api() -> dict:
             issubclass(nd.DGemmaDraftsModelState, dg.DiffusionGemmaModelState),
             issubclass(nd.DGemmaDraftsForConditionalGeneration, dg.DiffusionGemmaForConditionalGeneration),
         ],
-        "features": sorted(vllm_plugin.active_features(vllm_plugin.vllm_has_native_options())),
+        "features": sorted(vllm_plugin.active_features()),
     }
     arch = vllm_plugin.ARCH
     os.environ.pop(vllm_plugin.DRAFT_TAP_ENV, None)

@@ -3,16 +3,16 @@
 #
 #   bash tests/gpu/run_device.sh STAGE [STAGE ...]      (from the repo root, on the device; several stages run in order)
 #
-# The kit (vLLM 0.26 and what the image lacks) is built here first: `bash tests/gpu/kit/build.sh` writes
-# .kit/part1 .. .kit/partN. Each device call carries one part; the machine keeps /tmp only while warm (~30 s after a
-# call), so the calls follow each other at once. KIT=0.33 (build, stage and install alike): vLLM 0.33 on torch 2.14
-# from .kit-0.33/part*, installed into /tmp/site-0.33 ahead of the image's torch 2.11 (both kits can sit on one warm
-# machine; KIT picks the one a call's stages use).
+# The kit (vLLM 0.34 on torch 2.14 and what the image lacks) is built here first: `bash tests/gpu/kit/build.sh` writes
+# .kit-0.34/part1 .. .kit-0.34/partN. Each device call carries one part; the machine keeps /tmp only while warm (~30 s
+# after a call), so the calls follow each other at once. The kit installs into /tmp/site-0.34 ahead of the image's
+# torch 2.11. KIT=0.33 (build, stage and install alike): vLLM 0.33 from .kit-0.33/part*, into /tmp/site-0.33 (both
+# kits can sit on one warm machine; KIT picks the one a call's stages use).
 #
 # Stages:
-#   stage       park the carried kit part in /tmp/kp (/tmp/kp-0.33); says which parts are staged and which are missing
-#   install     stage, then (all parts there) install the kit into /tmp/site (/tmp/site-0.33) and check that every part imports
-#               (0.33: also the versions and sm_90 code that runs: tests/gpu/kit/check_kit033.py)
+#   stage       park the carried kit part in /tmp/kp-$KIT; says which parts are staged and which are missing
+#   install     stage, then (all parts there) install the kit into /tmp/site-$KIT and check the versions, that every
+#               part imports and that sm_90 code runs (tests/gpu/kit/check_kit_torch214.py)
 #   kernels     GPU parity of our Triton kernels (no vLLM needed)
 #   transformers  the transformers backend on CUDA (tiny checkpoint and the small model; no vLLM needed)
 #   vllm        the vllm backend's GPU tests: tiny checkpoint end to end, the plugin's pieces against vLLM's
@@ -37,7 +37,7 @@ set -uo pipefail
 [ $# -ge 1 ] || { sed -n '2,35p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
-KIT="${KIT:-0.26}"; SITE=/tmp/site; [ "$KIT" = 0.26 ] || SITE="/tmp/site-$KIT"
+KIT="${KIT:-0.34}"; SITE="/tmp/site-$KIT"
 export KIT
 # compile caches in /tmp, one per kit: a warm machine reuses them from one call to the next (an engine starts in
 # ~60 s, not ~5 min)
@@ -80,14 +80,14 @@ run_stage() {
   install) bash tests/gpu/kit/install.sh ;;
   kernels)
     install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py tests/gpu/test_gpu_act_quant.py ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py ;;
   transformers)
     install_shim
     timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_transformers_backend.py ;;
   vllm)
     need_kit || return 3; install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_selfcond.py \
-      tests/gpu/test_gpu_vllm_attention.py ${PYTEST_ARGS:-} ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_vllm_attention.py \
+      ${PYTEST_ARGS:-} ;;
   attention)
     need_kit || return 3; install_shim
     timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_attention.py ${PYTEST_ARGS:-} ;;

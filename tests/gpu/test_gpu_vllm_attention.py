@@ -1,4 +1,4 @@
-"""The plugin's ``attention`` piece on the staged vLLM (0.26 or 0.33 kit) on the H200: it is active there, and its
+"""The plugin's ``attention`` piece on the staged vLLM (0.33 or 0.34 kit) on the H200: it is active there, and its
 implementation's canvas attention matches vLLM's own ``TRITON_ATTN`` implementation on the same paged cache.
 
 Both implementations are the real classes (ours subclasses vLLM's ``TritonAttentionImpl``) built with the same
@@ -42,19 +42,17 @@ def test_the_attention_piece_is_active_on_the_staged_vllm() -> None:
     from dgemma_lsp.backend import vllm_plugin
     from dgemma_lsp.backend.vllm_support import plugin_lines
 
-    native = vllm_plugin.vllm_has_native_options()
-    assert "attention" in vllm_plugin.active_features(native, {}), (vllm.__version__, native)
+    assert "attention" in vllm_plugin.active_features({}), vllm.__version__
     vllm_plugin.register()  # every vLLM process: TRITON_ATTN stays vLLM's
     assert AttentionBackendEnum.TRITON_ATTN.get_path() != vllm_plugin.ATTENTION_BACKEND
     vllm_plugin.activate()  # a process that builds DiffusionGemma (our classes call it first)
     assert AttentionBackendEnum.TRITON_ATTN.get_path() == vllm_plugin.ATTENTION_BACKEND
-    assert "attention" in dict(plugin_lines(vllm.__version__, native, {}))["  active"].split(", ")
+    assert "attention" in dict(plugin_lines(vllm.__version__, {}))["  active"].split(", ")
     from dgemma_lsp.backend import vllm_attention_backend as ab
 
     assert ab.FA3_OK, "FA3 does not load from the staged vLLM (the kit must carry _vllm_fa3_C)"
     assert ab.TUNING is not None  # the shipped tiles of this GPU (H200, H100)
-    if native:  # 0.33 keeps is_quantized_kv_cache in vllm.v1.kv_cache_interface only
-        assert ab.is_quantized_kv_cache.__module__ == "vllm.v1.kv_cache_interface"
+    assert ab.is_quantized_kv_cache.__module__ == "vllm.v1.kv_cache_interface"  # where 0.33 and 0.34 keep it
 
 
 def _metadata(causal, qlen: list[int], seqk: list[int], table: torch.Tensor, head: int):
@@ -78,11 +76,8 @@ def _metadata(causal, qlen: list[int], seqk: list[int], table: torch.Tensor, hea
         "softmax_segm_expsum": torch.empty(1, QH, segments, device=dev),
         "causal": causal,
     }
-    # 0.26's cascade fields (gone in 0.33): no cascade
-    cascade = {"use_cascade": False, "common_prefix_len": 0, "cu_prefix_query_lens": None, "prefix_kv_lens": None,
-               "suffix_kv_lens": None}  # fmt: skip
     fields = {f.name for f in dataclasses.fields(TritonAttentionMetadata)}
-    return TritonAttentionMetadata(**{k: v for k, v in (given | cascade).items() if k in fields})
+    return TritonAttentionMetadata(**{k: v for k, v in given.items() if k in fields})
 
 
 def _case(batch: int, head: int, seed: int, canvas: int):

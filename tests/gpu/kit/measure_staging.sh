@@ -4,7 +4,7 @@
 #   usage (repo root, on a machine with PyPI):  bash tests/gpu/kit/measure_staging.sh [VLLM_VERSION TORCH_VERSION]
 #
 # Downloads the cp312 manylinux x86_64 wheels with --no-deps into $WORK (default /tmp/v033-wheels), strips vLLM as
-# the 0.26 kit does (strip_vllm_wheel.py), zeroes every CUDA entry that is neither sm_90 code nor PTX <= sm_90 in
+# the kits do (strip_vllm_wheel.py), zeroes every CUDA entry that is neither sm_90 code nor PTX <= sm_90 in
 # both (fatbin_arches.py --zero; not yet tried on the device), tars the unpacked trees and compresses the tar with
 # zstd -19 and xz -9. Prints each step's time and size; the number of 60 MiB parts follows from the sizes.
 set -euo pipefail

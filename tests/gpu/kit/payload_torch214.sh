@@ -23,7 +23,7 @@
 #     bench/RESULTS.md); numba, opencv-python-headless and torchaudio 2.11 stay the image's;
 #   - 0.34 only: FlashAttention-4 (vllm/vllm_flash_attn/cute, 3 MB of Python compiled by CuTe DSL at run time), vLLM's
 #     stock attention on Hopper since 0.33: the native baseline of bench/RESULTS.md;
-#   - compressed-tensors (fp8 checkpoints) and the language server's GPU tests (pygls ... pytest 9), as the 0.26 kit;
+#   - compressed-tensors (fp8 checkpoints) and the language server's GPU tests (pygls ... pytest 9);
 #   - triton without proton, Blackwell ptxas / CUPTI and static libraries (its AMD backend stays: `import triton`
 #     imports it);
 #   - every CUDA fatbin entry that is neither sm_90 code nor PTX <= sm_90 zeroed (fatbin_arches.py --zero).

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# On the device: park the kit pieces this call carried (.kit/part*/, or .kit-$KIT/part*/ with KIT=0.33 or 0.34) in
-# /tmp/kp (/tmp/kp-$KIT), where they survive to the next call while the machine stays warm (~30 s), check each against the
+# On the device: park the kit pieces this call carried (.kit-$KIT/part*/, KIT=0.34 by default or 0.33) in
+# /tmp/kp-$KIT, where they survive to the next call while the machine stays warm (~30 s), check each against the
 # manifest's sha256, and say at once which pieces are here and which are still missing.
 # Exit 0 when every piece is staged, 4 while some are missing, 2 when no manifest is known.
 set -uo pipefail
-KIT="${KIT:-0.26}"
+KIT="${KIT:-0.34}"
 case "$KIT" in
-0.26) SRC=.kit KP=/tmp/kp ;;
 0.33 | 0.34) SRC=".kit-$KIT" KP="/tmp/kp-$KIT" ;;
-*) echo "kit: KIT=$KIT: no such kit (0.26, 0.33, 0.34)"; exit 2 ;;
+*) echo "kit: KIT=$KIT: no such kit (0.33, 0.34)"; exit 2 ;;
 esac
 mkdir -p "$KP"
 for d in "$SRC"/part*/; do
