@@ -378,7 +378,7 @@ class VLLMBackend:
             tokenizer=self.tokenizer_name,
             diffusion_config={"canvas_length": self.canvas_length}
             | ({"max_denoising_steps": self.max_denoising_steps} if self.max_denoising_steps else {}),
-            attention_backend="TRITON_ATTN",
+            attention_backend=None,  # vLLM's pick: FlashAttention-4 on Hopper
             max_num_seqs=self.max_num_seqs,
             generation_config="vllm",
             language_model_only=True,

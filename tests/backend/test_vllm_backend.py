@@ -116,7 +116,9 @@ def test_engine_arguments_are_the_vendor_settings() -> None:
     kw = b.engine_kwargs()
     assert kw["model"] == "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"
     assert kw["diffusion_config"] == {"canvas_length": 256}
-    assert kw["attention_backend"] == "TRITON_ATTN"
+    # no attention backend named: vLLM's pick, FlashAttention-4 on Hopper since 0.33 (faster than TRITON_ATTN with
+    # our piece at canvas 32 and 256 on the H100, bench/RESULTS.md)
+    assert "attention_backend" not in kw
     assert kw["generation_config"] == "vllm"
     assert kw["language_model_only"] is True
     assert kw["max_num_seqs"] == 4 and kw["enable_prefix_caching"] is True
