@@ -100,8 +100,7 @@ def detect_features(version: str | None = None, *, plugin_enabled: bool = True) 
             version = ""
     else:
         native = (major_minor(version) or (0, 0)) >= (0, 32)
-    # the same rule the engine processes apply in register(): the draft tap and attention on the releases they
-    # were checked on
+    # the same rule the engine processes apply in register(): the draft tap on the releases it was checked on
     feats = active_features(version=version) if plugin_enabled else frozenset()
     return VLLMFeatures(
         version=version or "", native_extra_args=native, plugin=bool(plugin_enabled and feats), plugin_features=feats

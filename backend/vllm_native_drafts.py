@@ -103,7 +103,7 @@ class DGemmaDraftsModelState(dg.DiffusionGemmaModelState):
 
 
 class DGemmaDraftsForConditionalGeneration(dg.DiffusionGemmaForConditionalGeneration):
-    # the plugin's process-wide pieces, for DiffusionGemma only, before the layers pick an attention backend
+    # the plugin's process-wide pieces, for DiffusionGemma only, before its layers are built
     def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
         activate()
         super().__init__(vllm_config=vllm_config, prefix=prefix)

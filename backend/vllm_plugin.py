@@ -2,12 +2,11 @@
 
 vLLM calls :func:`register` once in every process of every vLLM in the environment, whatever model it serves. So it
 touches DiffusionGemma only: it registers a model class for DiffusionGemma's architecture name (a ``"module:Class"``
-string) and nothing else. The other pieces (the attention backend, the tuned MoE configs) are turned on by
-:func:`activate`, which our DiffusionGemma classes call as vLLM builds them, before their layers: only in a process
-that serves DiffusionGemma, and there before any attention layer picks its backend. A ``vllm serve`` of any other
-model runs exactly as without the plugin (``tests/backend/test_vllm_plugin_scope.py``). This module imports cheaply
-and never imports vLLM at its top; the classes live in plain modules that import vLLM at theirs
-(:mod:`.vllm_native_drafts`, :mod:`.vllm_scoped_model`, :mod:`.vllm_attention_backend`). Nothing in vLLM is patched.
+string) and nothing else. The tuned MoE configs are turned on by :func:`activate`, which our DiffusionGemma
+classes call as vLLM builds them, before their layers: only in a process that serves DiffusionGemma.
+A ``vllm serve`` of any other model runs exactly as without the plugin (``tests/backend/test_vllm_plugin_scope.py``).
+This module imports cheaply and never imports vLLM at its top; the classes live in plain modules that import vLLM at
+theirs (:mod:`.vllm_native_drafts`, :mod:`.vllm_scoped_model`). Nothing in vLLM is patched.
 vLLM's own DiffusionGemma model and sampler serve (per-request options natively); the plugin adds to them.
 
 Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`` turns the whole plugin off):
@@ -16,14 +15,12 @@ Its pieces (names for ``doctor`` and the backend's info; ``DGEMMA_VLLM_PLUGIN=0`
   ``DiffusionGemmaForBlockDiffusion`` resolves to vLLM's own model with its own sampler wrapped to send each step's
   draft (:mod:`.vllm_native_drafts`); without a tap it resolves to vLLM's own model and sampler untouched, only
   built after :func:`activate` (:mod:`.vllm_scoped_model`).
-* ``attention`` — in a DiffusionGemma engine process, ``TRITON_ATTN`` resolves to a subclass of vLLM's backend with
-  our launches for canvas-shaped calls on Hopper (:mod:`.vllm_attention_backend`).
 * ``moe_config`` — in a DiffusionGemma engine process, points ``VLLM_TUNED_CONFIG_FOLDER`` at ``moe_configs/``
   (fused-MoE kernel configs for DiffusionGemma's E=128, N=704 expert shape on the H200) unless the user set that
   variable.
 
-The first two lean on vLLM internals, so they run on the releases they were checked against (0.32-0.34,
-``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stay off on others.
+The draft tap leans on vLLM internals, so it runs on the releases it was checked against (0.32-0.34,
+``NATIVE_CHECKED_LOW`` / ``NATIVE_CHECKED_HIGH``) and stays off on others.
 """
 
 from __future__ import annotations
@@ -32,15 +29,14 @@ import os
 import re
 from pathlib import Path
 
-ALL_FEATURES = frozenset({"draft_tap", "attention", "moe_config"})
+ALL_FEATURES = frozenset({"draft_tap", "moe_config"})
 # Pieces that run only in [low, high), the releases whose internals they were checked against: the draft tap
-# (vLLM's sampler and request states), attention (TRITON_ATTN's implementation and metadata)
-NATIVE_CHECKED_FEATURES = frozenset({"draft_tap", "attention"})
+# (vLLM's sampler and request states)
+NATIVE_CHECKED_FEATURES = frozenset({"draft_tap"})
 NATIVE_CHECKED_LOW, NATIVE_CHECKED_HIGH = (0, 32), (0, 35)
 ARCH = "DiffusionGemmaForBlockDiffusion"
 NATIVE_DRAFTS_MODEL_CLASS = f"{__package__}.vllm_native_drafts:DGemmaDraftsForConditionalGeneration"
 SCOPED_MODEL_CLASS = f"{__package__}.vllm_scoped_model:DGemmaScopedForConditionalGeneration"
-ATTENTION_BACKEND = f"{__package__}.vllm_attention_backend.DGemmaTritonAttentionBackend"
 MOE_CONFIG_DIR = Path(__file__).parent / "moe_configs"
 PLUGIN_ENV = "DGEMMA_VLLM_PLUGIN"  # "0" turns the whole plugin off in every engine process
 # internal, between our backend and its engine process: the zmq address the draft tap pushes to
@@ -110,7 +106,7 @@ def model_class(feats: frozenset[str], environ: dict[str, str] | None = None) ->
     env = os.environ if environ is None else environ
     if "draft_tap" in feats and env.get(DRAFT_TAP_ENV):
         return NATIVE_DRAFTS_MODEL_CLASS
-    if feats & {"attention", "moe_config"}:
+    if "moe_config" in feats:
         return SCOPED_MODEL_CLASS
     return None
 
@@ -133,17 +129,7 @@ def register() -> None:
 
 def activate() -> None:
     """The process-wide pieces, for a process that builds DiffusionGemma: called by our DiffusionGemma classes
-    before their layers pick an attention backend (vLLM picks it per layer, as the model is built)."""
+    before their layers are built."""
     feats = active_features()
     if "moe_config" in feats and MOE_CONFIG_DIR.is_dir() and not os.environ.get("VLLM_TUNED_CONFIG_FOLDER"):
         os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(MOE_CONFIG_DIR)
-    if "attention" in feats:
-        from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
-
-        register_backend(AttentionBackendEnum.TRITON_ATTN, ATTENTION_BACKEND)
-        try:  # a layer built before (none in the releases we know) must not keep a stale pick
-            from vllm.v1.attention.selector import _cached_get_attn_backend
-
-            _cached_get_attn_backend.cache_clear()
-        except (ImportError, AttributeError):
-            pass

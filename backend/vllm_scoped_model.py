@@ -1,7 +1,7 @@
 """DiffusionGemma on vLLM >= 0.32 without a draft tap: vLLM's own model class and sampler, built after
-:func:`.vllm_plugin.activate` turned the plugin's attention backend and MoE configs on in this engine process.
+:func:`.vllm_plugin.activate` turned the plugin's MoE configs on in this engine process.
 
-The plugin registers this class for DiffusionGemma's architecture so those pieces reach DiffusionGemma and nothing
+The plugin registers this class for DiffusionGemma's architecture so that piece reaches DiffusionGemma and nothing
 else: a process serving another model never builds it.
 """
 

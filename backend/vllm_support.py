@@ -20,7 +20,7 @@ from .vllm_plugin import (
 TESTED = ((0, 33), (0, 34))
 TESTED_RANGE = ">=0.33,<0.35"  # TESTED as a pip specifier
 TESTED_NAMES = ", ".join(f"{a}.{b}" for a, b in TESTED[:-1]) + f" and {TESTED[-1][0]}.{TESTED[-1][1]}"
-# the native-options releases the draft tap and attention were checked on, "0.32-0.34"
+# the native-options releases the draft tap was checked on, "0.32-0.34"
 NATIVE_CHECKED = (
     f"{NATIVE_CHECKED_LOW[0]}.{NATIVE_CHECKED_LOW[1]}-{NATIVE_CHECKED_HIGH[0]}.{NATIVE_CHECKED_HIGH[1] - 1}"
 )
@@ -54,10 +54,6 @@ def plugin_lines(version: str | None, environ: dict[str, str] | None = None) -> 
     enabled = enabled_features(environ)
     active = active_features(environ, version)
     lines.append(("  active", ", ".join(sorted(active)) or "none (switched off by DGEMMA_VLLM_PLUGIN=0)"))
-    if "attention" in enabled - active:  # a vLLM outside the releases it was checked on
-        lines.append(
-            ("  off here", f"attention (checked on vLLM {NATIVE_CHECKED}; this vLLM's own TRITON_ATTN serves)")
-        )
     if "draft_tap" in enabled - active:  # a vLLM outside the releases the tap was checked on
         why = f"the tap on vLLM's own sampler is checked on vLLM {NATIVE_CHECKED}"
         lines.append(("  drafts", f"not streamed per step from this vLLM (whole canvases only; {why})"))

@@ -16,20 +16,18 @@ Parts (``--parts``, run in this order; each writes its rows to ``--out`` as JSON
   one engine step at a time (in-process engine core) so every step is timed: prefill, denoising step, commit step,
   at 1k/8k context, batch 1/4. Then a single-line suggestion through ``VLLMBackend`` (1k context cached, canvas
   32 on a canvas-64 engine, 8 steps), p50/p90.
-* ``attention`` — DiffusionGemma's canvas attention per head size: vLLM 0.26's launch against our tiles, FA3 (with
-  and without its per-step plan) and our head-512 kernel, each checked bidirectional, causal and mixed;
-  ``--attn-kinds`` limits the candidates, ``--attn-heads`` the head sizes; its pick rows name the tiles for
-  ``backend/vllm_attention.py``'s tables (the head-512 kernel's per call size).
 
 ``--vllm-jobs`` picks the engines, run in the order given: ``native``, ``ours``, ``profile`` (torch.profiler over
 denoising steps), ``ours_fp8`` / ``native_fp8`` (vLLM's online fp8 of the weights; needs compressed-tensors and loguru,
 ``tests/gpu/fp8_deps.sh``), ``ours_fp8dyn`` / ``ours_fp8dyn_triton`` / ``native_fp8dyn`` (the FP8 variant's own
 scheme, per-channel weights and per-token activations, from a config.json; vLLM's fp8 MoE pick, or Triton's),
 ``ours_fp8dyn_lintorch`` (Triton's MoE and torch's scaled matmul for the layers), ``ours_fp8dyn_triton_mk``
-(inductor's multi-kernel), ``ours_fp8_profile``, ``suggest`` /
+(inductor's multi-kernel), ``ours_fp8dyn_triton_tattn`` / ``..._tattn_c32`` (on ``TRITON_ATTN``), ``ours_fp8_profile``,
+``suggest`` /
 ``suggest32`` (suggestions on a canvas-64 / canvas-32 engine), ``first_warm`` / ``first_cold`` (the first three
 suggestions after start on a cold Triton cache, with ``VLLMBackend``'s warm-up on / off; then contexts of 1337, 1338, 1344, 1777, 1778, 3000
-and 8000 tokens, each twice; every JIT compile logged). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's.
+and 8000 tokens, each twice; every JIT compile logged). An engine job runs ``--shapes`` (context x batch, default ``1024x1,1024x4,8192x1``); ``--quantization`` sets the engine's, ``--attention-backend`` its
+attention backend (default ``auto``: vLLM's pick, as ``VLLMBackend`` starts it).
 
 The benchmark tokenizer is a byte-level BPE with exactly 262144 entries (every sampled id decodes, with a
 decoder), built here. Usage (on the H200; see tests/gpu/run_device.sh):
@@ -269,166 +267,6 @@ def part_kernels(dtypes: str = "bf16,fp32") -> None:
               "sum_bf16_ms": {k: round(v, 3) for k, v in totals.items()}})  # fmt: skip
 
 
-ATTN_CANDIDATES = {  # head size -> (block_m, tile, warps, stages) tried against vLLM 0.26's default launch
-    256: [(16, 32, 4, 2), (32, 32, 4, 2), (32, 64, 4, 2), (32, 64, 8, 2), (32, 128, 8, 2), (64, 64, 8, 2),
-          (64, 128, 8, 1), (64, 32, 8, 2)],
-    512: [(16, 32, 4, 1), (16, 32, 8, 2), (32, 32, 8, 1), (32, 32, 4, 2), (32, 64, 8, 1), (64, 32, 8, 1),
-          (16, 64, 8, 1), (64, 64, 8, 1)],
-}  # fmt: skip
-WIDE_CANDIDATES = [  # our head-512 kernel (backend/kernels/wide_attention.py):
-    # (block_m, block_n, d_split, warps, stages, kv_splits; 0 = fill the SMs). The first sweep ranked
-    # 128:64:2:8:1 first, then 128:32:4:8:2 and 128:32:2:8:2; shared memory on sm_90 ruled out 64:64:2:*:2, 128:64:2:8:2
-    (128, 64, 2, 8, 1, 1), (128, 64, 2, 8, 1, 2), (128, 64, 2, 8, 1, 0), (128, 64, 2, 8, 1, 4),
-    (128, 32, 2, 8, 2, 1), (128, 32, 2, 8, 2, 2), (128, 32, 4, 8, 2, 2), (128, 64, 4, 8, 1, 1),
-    # the second sweep: 128:32:2:8:2:2 fastest at one canvas (0.099 ms), 128:64:2:8:1:1 at four
-    (128, 32, 2, 8, 2, 4), (128, 64, 4, 8, 1, 2),
-    # at four canvases 128-row blocks make 272 programs, 2.06 waves on 132 SMs (the third nearly
-    # empty), and d_split 2 computes each QK^T twice; 64-row blocks make 528 (4.0 waves); d_split 1 computes QK^T
-    # once, if its 64 x 512 fp32 accumulator fits. Measured: all slower, the best 0.3156 ms a call at
-    # four canvases against the shipped pick's 0.2366
-    (64, 64, 2, 8, 1, 1), (64, 32, 2, 4, 2, 1), (64, 64, 2, 4, 1, 1), (64, 64, 1, 8, 1, 1), (64, 32, 1, 8, 1, 1),
-    (128, 32, 1, 8, 1, 1),
-]  # fmt: skip
-FA3_SPLITS = (1, 0, 2)  # FA3's num_splits tried where FA3 loads (head 64-256); 0 = FA3's own heuristic
-ENGINE_MAX_MODEL_LEN = 16384  # what the engine passes FA3 as max_seqlen_k (vllmMaxModelLen's default)
-
-
-def part_attention(
-    heads: tuple[int, ...] = (), kinds: tuple[str, ...] = ("tiles", "fa3", "wide")
-) -> None:
-    """DiffusionGemma's canvas attention (256 query rows per request, 1k cached context): vLLM 0.26's launch of its
-    unified attention kernel vs our tiles (same kernel) and, where it loads, FlashAttention-3 over the same paged
-    cache, per head size of the 26B-A4B. Timed as the engine calls it: one causal flag per request (a tensor),
-    here all bidirectional (denoising); numerics checked bidirectional, causal, and mixed (a commit beside
-    canvases)."""
-    import torch
-    import triton.testing as tt
-    from vllm.v1.attention.ops.triton_unified_attention import unified_attention
-
-    from dgemma_lsp.backend.kernels.wide_attention import wide_attention
-    from dgemma_lsp.backend.vllm_attention import (
-        FA3_HEADS,
-        WIDE_HEADS,
-        fa3_available,
-        fa3_canvas_attention,
-        fa3_plans,
-        fa3_rows,
-        launch_canvas_attention,
-    )
-
-    plan_cache: dict = {}
-
-    def step_plans(flag, canvas: int, common: dict, splits: int) -> tuple:
-        """The engine's per-step plans for this call (made once per flag and case, as a step makes them once)."""
-        key = (id(common["q"]), id(flag), flag if isinstance(flag, bool) else None)
-        if key not in plan_cache:
-            cu = common["cu_seqlens_q"]
-            rows = None if isinstance(flag, bool) else fa3_rows(cu, flag)
-            plan_cache[key] = (flag, common["q"], fa3_plans(
-                q=common["q"], k=common["k"], cu_seqlens_q=cu, causal=flag, rows=rows, seqused_k=common["seqused_k"],
-                max_seqlen_q=canvas, block_table=common["block_table"], window_size=common["window_size"],
-                softcap=common["softcap"], num_splits=splits))  # fmt: skip
-        return plan_cache[key][2]
-
-    dev, bf = "cuda", torch.bfloat16
-    has_fa3 = fa3_available()
-    emit({"part": "attention", "fa3_available": has_fa3})
-    pick: dict[int, tuple] = {}
-    wide_pick: dict[int, list] = {}
-    for head, qh, kvh, window in ((256, 16, 8, 1024), (512, 16, 2, 0)):
-        if heads and head not in heads:
-            continue
-        sums: dict[tuple, float] = {}
-        by_batch: dict[int, dict[tuple, float]] = {}
-        cands: list[tuple] = list(ATTN_CANDIDATES[head]) if "tiles" in kinds else []
-        if has_fa3 and head in FA3_HEADS and "fa3" in kinds:
-            # fa3p: with the scheduler plan made once per step (outside the timing: 25 layers share it)
-            cands += [("fa3", n) for n in FA3_SPLITS] + [("fa3p", 1)]
-        if head in WIDE_HEADS and "wide" in kinds:
-            cands += [("wide", *c) for c in WIDE_CANDIDATES]
-        for batch in (1, 4):
-            canvas, kvlen, bs = 256, 1024 + 256, 16
-            per = -(-kvlen // bs)
-            kv = torch.randn(batch * per, kvh, bs, 2 * head, device=dev, dtype=bf)  # vLLM's layout
-            kc, vc = kv.transpose(1, 2).split(head, dim=-1)
-            q = torch.randn(batch * canvas, qh, head, device=dev, dtype=bf)
-            cu = torch.arange(0, batch * canvas + 1, canvas, device=dev, dtype=torch.int32)
-            seqk = torch.full((batch,), kvlen, device=dev, dtype=torch.int32)
-            bt = torch.arange(batch * per, device=dev, dtype=torch.int32).view(batch, per)
-            desc = torch.ones(batch, kvh, device=dev, dtype=torch.float32)
-            win = (window - 1, 0) if window else (-1, -1)
-            bidir = torch.zeros(batch, device=dev, dtype=torch.bool)  # the engine's per-request flags
-            mixed = torch.arange(batch, device=dev) % 2 == 0  # request 0 commits (causal), 1 denoises, ...
-            common = dict(q=q, k=kc, v=vc, cu_seqlens_q=cu, seqused_k=seqk, softmax_scale=head**-0.5,
-                          window_size=win, block_table=bt, softcap=0)  # fmt: skip
-            refs = {}
-            for name, flag in (("bidir", False), ("causal", True), ("mixed", mixed)):
-                refs[name] = torch.empty_like(q)
-                unified_attention(out=refs[name], max_seqlen_q=canvas, max_seqlen_k=kvlen, q_descale=None,
-                                  causal=flag, k_descale=desc, v_descale=desc, **common)  # fmt: skip
-            default = functools.partial(unified_attention, out=torch.empty_like(q), max_seqlen_q=canvas,
-                                        max_seqlen_k=kvlen, q_descale=None, causal=bidir, k_descale=desc,
-                                        v_descale=desc, **common)  # fmt: skip
-            row = {"part": "attention", "head": head, "q_heads": qh, "kv_heads": kvh, "batch": batch,
-                   "canvas": canvas, "kv_len": kvlen,
-                   "default_ms": round(tt.do_bench(default, warmup=10, rep=60, return_mode="median"), 4)}  # fmt: skip
-            for cfg in cands:
-                key = ":".join(map(str, cfg))
-
-                def call(flag, out, cfg=cfg, canvas=canvas, common=common, desc=desc):
-                    if cfg[0] in ("fa3", "fa3p"):
-                        plans = step_plans(flag, canvas, common, cfg[1]) if cfg[0] == "fa3p" else None
-                        fa3_canvas_attention(out=out, max_seqlen_q=canvas, max_seqlen_k=ENGINE_MAX_MODEL_LEN,
-                                             causal=flag, num_splits=cfg[1], plans=plans, **common)  # fmt: skip
-                    elif cfg[0] == "wide":
-                        wide_attention(q=common["q"], k=common["k"], v=common["v"], out=out,
-                                       cu_seqlens_q=common["cu_seqlens_q"], seqused_k=common["seqused_k"],
-                                       softmax_scale=common["softmax_scale"], causal=flag,
-                                       block_table=common["block_table"], block_m=cfg[1], block_n=cfg[2],
-                                       d_split=cfg[3], num_warps=cfg[4], num_stages=cfg[5],
-                                       kv_splits=cfg[6] or None)  # fmt: skip
-                    else:
-                        launch_canvas_attention(out=out, sinks=None, tiles=cfg, causal=flag, k_descale=desc,
-                                                v_descale=desc, **common)  # fmt: skip
-
-                try:
-                    err = 0.0
-                    for name, flag in (("bidir", False), ("causal", True), ("mixed", mixed)):
-                        out = torch.empty_like(q)
-                        call(flag, out)
-                        err = max(err, float((out.float() - refs[name].float()).abs().max()))
-                    if not err < 2e-2:
-                        row[key] = f"wrong (max err {err:.3g})"
-                        sums[cfg] = float("inf")
-                        continue
-                    out = torch.empty_like(q)
-                    ms = tt.do_bench(functools.partial(call, bidir, out), warmup=10, rep=60, return_mode="median")
-                    row[key] = round(ms, 4)
-                    sums[cfg] = sums.get(cfg, 0.0) + ms
-                    by_batch.setdefault(batch, {})[cfg] = ms
-                except Exception as exc:  # out of shared memory, an FA3 limit, etc.: not a candidate
-                    row[key] = f"{type(exc).__name__}: {str(exc)[:100]}"
-                    sums[cfg] = float("inf")
-            emit(row)
-        dflt = sum(r["default_ms"] for r in ROWS if r.get("part") == "attention" and r.get("head") == head
-                   and "batch" in r)  # fmt: skip
-        good = {c: t for c, t in sums.items() if t < 0.95 * dflt}
-        if good:
-            pick[head] = min(good, key=good.get)
-        if pick.get(head, ("",))[0] == "wide":
-            # the head-512 kernel's tiles per call size: one canvas (256 rows) may prefer split key ranges
-            best = {b: min(ws, key=t.get) for b, t in by_batch.items() if (ws := [c for c in t if c[0] == "wide"])}
-            if best.get(1, pick[head]) != best.get(4, pick[head]):
-                wide_pick[head] = [(256, best[1]), (None, best[4])]
-            else:
-                wide_pick[head] = [(None, pick[head])]
-        emit({"part": "attention", "head": head, "pick": ":".join(map(str, pick.get(head, ()))) or "default",
-              "default_sum_ms": round(dflt, 4), "pick_sum_ms": round(sums.get(pick.get(head), dflt), 4),
-              "sums_ms": {":".join(map(str, c)): round(t, 4) for c, t in sums.items()},
-              "wide_by_rows": [[r, ":".join(map(str, c))] for r, c in wide_pick.get(head, [])]})  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------------------ transformers
 def part_transformers(max_s: float = 200.0) -> None:
     import torch
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
@@ -594,7 +432,8 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
         model=model,
         load_format="dummy",
         diffusion_config={"canvas_length": canvas, "max_denoising_steps": steps},
-        # "auto": vLLM's own pick (FlashAttention-4 on Hopper since 0.33), what `vllm serve` runs without the flag
+        # "auto": vLLM's own pick (FlashAttention-4 on Hopper since 0.33), what VLLMBackend starts and `vllm serve`
+        # runs without the flag
         **({} if args.attention_backend == "auto" else {"attention_backend": args.attention_backend}),
         max_num_seqs=4,
         generation_config="vllm",
@@ -667,13 +506,13 @@ def vllm_engine_child(args: argparse.Namespace) -> None:
 
 
 PROFILE_CATEGORIES = (  # kernel name pattern -> part of the step (first match wins)
-    # our denoising kernels (not "_combine": that is also the head-512 kernel's _combine_kernel)
+    # our denoising kernels (not "_combine": older traces hold a head-512 attention kernel's _combine_kernel)
     ("sampler", ("_row_kernel", "_accept_kernel", "_probs_kernel", "_state_kernel", "_inputs_kernel")),
     # per-token fp8 activation quantization (FP8 variant): vLLM's kernel, ours (in older traces), and inductor's fused
     # norm/activation + quantize reductions, named after the scaled_mm they feed
     ("quant", ("_act_quant", "fp8_quant", "scaled_mm_div")),
     ("moe", ("fused_moe", "moe_", "topk", "expert", "_moe")),
-    # _wide_ / _combine_kernel: our head-512 kernel and its split-key combine
+    # _wide_ / _combine_kernel: a head-512 attention kernel and its split-key combine (in older traces)
     ("attention", ("attn", "attention", "unified", "paged", "flash", "_wide_", "_combine_kernel")),
     ("gemm", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "sm90", "sm80", "ampere", "matmul", "splitk")),
     ("copy", ("memcpy", "memset", "copy", "Memcpy", "Memset", "fill", "index", "scatter", "gather")),
@@ -963,11 +802,14 @@ def vllm_jobs() -> list[tuple[str, dict[str, str], list[str]]]:
         _fp8_triton_job("ours_fp8dyn_triton"),
         # the same engine at the keystroke benchmark's single-line canvas: the step without the server's host path
         _fp8_triton_job("ours_fp8dyn_triton_c32", extra=["--canvas", "32", "--edit-tail", "8"]),
-        # vLLM's stock attention (FlashAttention-4 on Hopper since 0.33), the plugin off: `vllm serve` without the
+        # the same two engines on TRITON_ATTN (the vendor's --attention-backend) instead of vLLM's pick
+        _fp8_triton_job("ours_fp8dyn_triton_tattn", extra=["--attention-backend", "TRITON_ATTN"]),
+        _fp8_triton_job("ours_fp8dyn_triton_tattn_c32",
+                        extra=["--canvas", "32", "--edit-tail", "8", "--attention-backend", "TRITON_ATTN"]),
+        # the plugin off, vLLM's stock attention (FlashAttention-4 on Hopper since 0.33): `vllm serve` without the
         # vendor's --attention-backend flag, with the same MoE kernel and scheme as the rows above
-        _fp8_triton_job("native_fa4_c32", plugin=False,
-                        extra=["--canvas", "32", "--edit-tail", "8", "--attention-backend", "auto"]),
-        _fp8_triton_job("native_fa4", plugin=False, extra=["--attention-backend", "auto"]),
+        _fp8_triton_job("native_fa4_c32", plugin=False, extra=["--canvas", "32", "--edit-tail", "8"]),
+        _fp8_triton_job("native_fa4", plugin=False),
         # the layers' fp8 GEMMs through torch._scaled_mm (cuBLASLt) instead of vLLM's CUTLASS pick (those
         # took 2.80 ms at batch 4 against a 1.75 ms floor); measured no gain (20.58 ms against 19.59)
         _fp8_triton_job("ours_fp8dyn_lintorch", extra=["--linear-backend", "torch"]),
@@ -1041,15 +883,17 @@ def main() -> None:
     ap.add_argument("--linear-backend", default="", help="vLLM's linear_backend (e.g. torch); default vLLM's pick")
     ap.add_argument("--inductor", default="", help='inductor options as JSON, e.g. {"coordinate_descent_tuning": true}')
     ap.add_argument("--shapes", default="1024x1,1024x4,8192x1", help="the engine runs' context x batch")
-    ap.add_argument("--attention-backend", default="TRITON_ATTN", help="vLLM's attention backend; auto: vLLM's pick")
+    ap.add_argument(
+        "--attention-backend",
+        default="auto",
+        help="vLLM's attention backend (e.g. TRITON_ATTN); auto: vLLM's pick, what VLLMBackend starts",
+    )
     ap.add_argument("--edit-tail", type=int, default=0, help="then a cached 1k prompt with this many new last tokens")
     ap.add_argument("--vllm-jobs", default="native,ours,suggest")
     ap.add_argument("--job-timeout", type=float, default=170)
     ap.add_argument("--job-timeouts", default="", help="per job seconds, e.g. native=260,ours=170,suggest=130")
     ap.add_argument("--transformers-budget", type=float, default=200)
     ap.add_argument("--kernel-dtypes", default="bf16,fp32")
-    ap.add_argument("--attn-kinds", default="tiles,fa3,wide", help="candidates the attention sweep tries")
-    ap.add_argument("--attn-heads", default="", help="sweep only these head sizes (comma separated; default all)")
     args = ap.parse_args()
     OUT = Path(args.out) if args.out else None
     if args.child == "engine":
@@ -1072,11 +916,6 @@ def main() -> None:
         part_floors()
     if "kernels" in parts:
         part_kernels(args.kernel_dtypes)
-    if "attention" in parts:
-        part_attention(
-            tuple(int(h) for h in args.attn_heads.split(",") if h),
-            tuple(k for k in args.attn_kinds.split(",") if k),
-        )
     if "transformers" in parts:
         part_transformers(args.transformers_budget)
     if "vllm" in parts:

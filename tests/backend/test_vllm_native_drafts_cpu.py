@@ -38,7 +38,7 @@ def test_the_subclasses_fit_vllm_s_real_classes(probe: dict) -> None:
     assert api["missing_batch_fields"] == [] and api["missing_output_fields"] == []
     assert probe["plain"]["missing_attrs"] == []  # on real sampler and request-state instances
     assert api["get_model_state_cls_static"] and api["subclasses"] == [True, True, True]
-    assert api["features"] == ["attention", "draft_tap", "moe_config"]
+    assert api["features"] == ["draft_tap", "moe_config"]
     # without a tap vLLM's own model class serves; with one, ours around vLLM's model state and sampler
     # without a tap: vLLM's own model and sampler, built after the plugin's activate() (vllm_scoped_model)
     assert api["registry_without_tap"] == "dgemma_lsp.backend.vllm_scoped_model"

