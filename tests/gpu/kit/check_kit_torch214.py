@@ -1,6 +1,6 @@
 """Checks an installed torch 2.14 kit (KIT=0.33 or 0.34): versions, the modules the text-only AsyncLLM path imports, sm_90 code that runs,
-and FlashAttention-3 (the plugin's ``attention`` piece uses it: its kernels load and its op has the 37 arguments
-backend/vllm_attention.py passes).
+and FlashAttention-3 (its kernels load: vLLM's Hopper pick starts from FA3 and moves DiffusionGemma to FA4 only where FA3
+is available, vllm/v1/attention/backends/fa_utils.py).
 
 usage: KIT=0.34 PYTHONPATH=/tmp/site-0.34 python3 tests/gpu/kit/check_kit_torch214.py [--cpu]
 
@@ -53,8 +53,8 @@ FA3_SO = "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"
 
 
 def _fa3(bad: list[str], cpu: bool) -> None:
-    """FA3's kernels are in the kit (``--cpu``) and, on the GPU, load with the forward op backend/vllm_attention.py
-    calls: 37 arguments, ``seqused_q`` 11th (the kit once stripped them, and vLLM then falls back without a word)."""
+    """FA3's kernels are in the kit (``--cpu``) and, on the GPU, load (the kit once stripped them, and vLLM then falls
+    back to another attention backend without a word)."""
     import os
 
     import vllm
@@ -71,9 +71,6 @@ def _fa3(bad: list[str], cpu: bool) -> None:
         bad.append(f"FA3 does not import: {fai.FA3_UNAVAILABLE_REASON}")
         return
     names = [a.name for a in torch.ops._vllm_fa3_C.fwd.default._schema.arguments]
-    if len(names) != 37 or names[10] != "seqused_q":
-        bad.append(f"FA3 forward op: {len(names)} arguments {names[:12]}..., want 37 with seqused_q 11th")
-        return
     print(f"kit: FA3 loads, forward op with {len(names)} arguments")
 
 

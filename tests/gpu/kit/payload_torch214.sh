@@ -15,14 +15,15 @@
 #     runtime version check), cuda-toolkit 13.0.2 (13.0.3 pinned: CUDA minor-version compatible) and
 #     nvidia-nvshmem-cu13 3.4.5 (the same) serve;
 #   - torchvision 0.29.0 (vLLM 0.33's pin; the image's 0.26 is built against torch 2.11);
-#   - vLLM 0.33.0 stripped by strip_vllm_wheel.py, FlashAttention-3's kernels kept (the plugin's `attention` piece
-#     uses them; ~8.4 MB more xz), and what its requirements name that the image lacks (pins below,
+#   - vLLM 0.33.0 stripped by strip_vllm_wheel.py, FlashAttention-3's kernels kept (vLLM's Hopper pick moves
+#     DiffusionGemma to FA4 only where FA3 loads; ~8.4 MB more xz), and what its requirements name that the image lacks (pins below,
 #     resolved against the image's package list) less the GPU-kernel packages the text-only AsyncLLM path on
 #     TRITON_ATTN never imports (flashinfer, CuTe DSL / cutlass, quack, tilelang, tokenspeed-mla, humming-kernels,
 #     cudnn-frontend, fastsafetensors, instanttensor, torchcodec, PyNvVideoCodec, nvtx: the evidence is in
 #     bench/RESULTS.md); numba, opencv-python-headless and torchaudio 2.11 stay the image's;
 #   - 0.34 only: FlashAttention-4 (vllm/vllm_flash_attn/cute, 3 MB of Python compiled by CuTe DSL at run time), vLLM's
-#     stock attention on Hopper since 0.33: the native baseline of bench/RESULTS.md;
+#     stock attention on Hopper since 0.33 and what our backend runs there (the 0.33 kit lacks it and CuTe DSL: an
+#     engine on it falls back to another attention backend, so 0.33 figures need the two added first);
 #   - compressed-tensors (fp8 checkpoints) and the language server's GPU tests (pygls ... pytest 9);
 #   - triton without proton, Blackwell ptxas / CUPTI and static libraries (its AMD backend stays: `import triton`
 #     imports it);
