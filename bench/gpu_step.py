@@ -586,6 +586,15 @@ def summarize_trace(trace: dict, n_steps: int) -> dict:
     }
 
 
+def profile_summary(prof, n_steps: int) -> dict:
+    """:func:`summarize_trace` of a finished torch.profiler run over ``n_steps`` engine steps."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return summarize_trace(json.loads(path.read_text()), n_steps)
+
+
 def edited_prompt(
     eng, label: str, canvas: int, steps: int, tail: int, rng, serial: list[int], ctx: int = 1024, n: int = 5
 ) -> None:
@@ -593,8 +602,6 @@ def edited_prompt(
     step (median of ``n`` requests): the first step (the prompt's uncached tail, and what else the engine runs with
     it) against a denoising step, and a torch.profiler table of that first step's kernels: where the language
     server's keystroke -> first draft goes before the denoising starts."""
-    import tempfile
-
     import torch
     from torch.profiler import ProfilerActivity, profile
     from vllm import SamplingParams
@@ -617,11 +624,9 @@ def edited_prompt(
             if prof is not None:
                 torch.cuda.synchronize()
                 prof.__exit__(None, None, None)
-                path = Path(tempfile.mkdtemp()) / "trace.json"
-                prof.export_chrome_trace(str(path))
                 emit({"part": "profile", "engine": label, "what": f"first step, {tail} new tokens after {ctx - tail}"
                       " cached", "ctx": ctx, "batch": 1, "canvas": canvas, "steps": 1,
-                      **summarize_trace(json.loads(path.read_text()), 1)})  # fmt: skip
+                      **profile_summary(prof, 1)})  # fmt: skip
                 prof, prof_first = None, False
             now = time.perf_counter()
             marks.append(now - t)
@@ -641,8 +646,6 @@ def edited_prompt(
 
 def profile_denoising(eng, label: str, ctx: int, batch: int, canvas: int, rng, n_prof: int = 6) -> None:
     """torch.profiler over ``n_prof`` pure denoising steps (cached prompt, after the prefill): where a step goes."""
-    import tempfile
-
     import torch
     from torch.profiler import ProfilerActivity, profile
     from vllm import SamplingParams
@@ -667,9 +670,7 @@ def profile_denoising(eng, label: str, ctx: int, batch: int, canvas: int, rng, n
             if rnd == 1 and k == 3 + n_prof:
                 torch.cuda.synchronize()
                 prof.__exit__(None, None, None)
-    path = Path(tempfile.mkdtemp()) / "trace.json"
-    prof.export_chrome_trace(str(path))
-    summary = summarize_trace(json.loads(path.read_text()), n_prof)
+    summary = profile_summary(prof, n_prof)
     emit({"part": "profile", "engine": label, "ctx": ctx, "batch": batch, "canvas": canvas, "steps": n_prof,
           "wall_ms_per_step": round(sum(walls[3:3 + n_prof]) / n_prof * 1e3, 2), **summary})  # fmt: skip
 
